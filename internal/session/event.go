@@ -1,0 +1,223 @@
+// Package session defines the append-only session log: the event
+// envelope, the header stored beside the log, the typed payloads of the
+// core events, the in-memory [Log], crash repair and the derivation of
+// model history.
+//
+// The log is the only truth about a session: what the model sees is
+// derived from it ([DeriveMessages]), and resume, export and listings all
+// read it.
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// FormatVersion is the session format version written into new headers.
+// Readers reject any other version.
+const FormatVersion = 0
+
+// Core event types.
+const (
+	TypeTurnStart      = "turn/start"
+	TypeTurnEnd        = "turn/end"
+	TypeStepStart      = "step/start"
+	TypeStepEnd        = "step/end"
+	TypeUserMessage    = "user/message"
+	TypeAssistantChunk = "assistant/chunk"
+	TypeAssistantMsg   = "assistant/message"
+	TypeToolCall       = "tool/call"
+	TypeToolResult     = "tool/result"
+	TypeRequestHeader  = "request/header"
+	TypeRequestContext = "request/context"
+	TypeEndSeed        = "session/end-seed"
+	TypeInboxSpliced   = "agent/inbox/spliced"
+	TypeLLMRetry       = "llm/retry"
+	TypeLLMRetryStart  = "llm/retry-started"
+)
+
+// knownTypes lists every event type this build understands. A stored
+// event of any other type is refused unless it is marked ignorable.
+var knownTypes = map[string]bool{
+	TypeTurnStart: true, TypeTurnEnd: true, TypeStepStart: true, TypeStepEnd: true,
+	TypeUserMessage: true, TypeAssistantChunk: true, TypeAssistantMsg: true,
+	TypeToolCall: true, TypeToolResult: true, TypeRequestHeader: true,
+	TypeRequestContext: true, TypeEndSeed: true, TypeInboxSpliced: true,
+	TypeLLMRetry: true, TypeLLMRetryStart: true,
+}
+
+// IsKnownType reports whether this build understands event type t.
+func IsKnownType(t string) bool { return knownTypes[t] }
+
+// IsSurfaceType reports whether events of type t produce model messages.
+func IsSurfaceType(t string) bool {
+	return t == TypeUserMessage || t == TypeAssistantMsg || t == TypeToolResult
+}
+
+// SurfaceOp says how a surface event changes model history: "append"
+// adds a message; Replace shadows the inclusive range [Start, End] of
+// current surface nodes (compaction).
+type SurfaceOp struct {
+	Replace    bool
+	Start, End int
+}
+
+// Append is the common surface op.
+var Append = &SurfaceOp{}
+
+// MarshalJSON encodes append as the string "append" and a replace as
+// {"op":"replace","start":…,"end":…}.
+func (o SurfaceOp) MarshalJSON() ([]byte, error) {
+	if !o.Replace {
+		return []byte(`"append"`), nil
+	}
+	return json.Marshal(struct {
+		Op    string `json:"op"`
+		Start int    `json:"start"`
+		End   int    `json:"end"`
+	}{"replace", o.Start, o.End})
+}
+
+// UnmarshalJSON decodes both forms.
+func (o *SurfaceOp) UnmarshalJSON(b []byte) error {
+	if string(b) == `"append"` {
+		*o = SurfaceOp{}
+		return nil
+	}
+	var r struct {
+		Op         string `json:"op"`
+		Start, End int
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.Op != "replace" {
+		return fmt.Errorf("invalid surfaceOp %s", b)
+	}
+	*o = SurfaceOp{Replace: true, Start: r.Start, End: r.End}
+	return nil
+}
+
+// Event is the stored envelope of one log entry.
+type Event struct {
+	Type string `json:"type"`
+	// Seq is the event's position in the log, contiguous from 0.
+	Seq int64 `json:"seq"`
+	// Time is the append time in Unix milliseconds.
+	Time int64 `json:"time"`
+	// Data is the type-specific payload, lossless JSON.
+	Data json.RawMessage `json:"data"`
+	// Ignorable marks an event an older reader may skip.
+	Ignorable bool `json:"ignorable,omitempty"`
+	// SurfaceOp is set on surface events only.
+	SurfaceOp *SurfaceOp `json:"surfaceOp,omitempty"`
+	// SourceEventSeqs cites the events a surface event was built from
+	// (the chunks of an assistant message, the range a replace shadows).
+	SourceEventSeqs []int64 `json:"sourceEventSeqs,omitempty"`
+}
+
+// Decode unmarshals the event's data into v.
+func (e Event) Decode(v any) error {
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("decode %s event %d: %w", e.Type, e.Seq, err)
+	}
+	return nil
+}
+
+// FormatError reports a log this build cannot read: an unknown
+// non-ignorable event type, a broken envelope, a non-contiguous seq or an
+// unsupported header version.
+type FormatError struct {
+	SessionID string
+	Seq       int64
+	Reason    string
+}
+
+func (e *FormatError) Error() string {
+	if e.Seq < 0 {
+		return fmt.Sprintf("session %s: unsupported format: %s", e.SessionID, e.Reason)
+	}
+	return fmt.Sprintf("session %s: unsupported format at seq %d: %s", e.SessionID, e.Seq, e.Reason)
+}
+
+// Validate checks one stored event: a known (or ignorable) type, lossless
+// JSON data, and surface ops exactly on surface events.
+func (e Event) Validate() error {
+	if e.Type == "" {
+		return fmt.Errorf("event %d has no type", e.Seq)
+	}
+	if !knownTypes[e.Type] && !e.Ignorable {
+		return fmt.Errorf("unknown event type %q at seq %d", e.Type, e.Seq)
+	}
+	if err := CheckLossless(e.Data); err != nil {
+		return fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
+	}
+	if IsSurfaceType(e.Type) && e.SurfaceOp == nil {
+		return fmt.Errorf("surface event %d (%s) has no surfaceOp", e.Seq, e.Type)
+	}
+	if !IsSurfaceType(e.Type) && e.SurfaceOp != nil && knownTypes[e.Type] {
+		return fmt.Errorf("log-only event %d (%s) has a surfaceOp", e.Seq, e.Type)
+	}
+	return nil
+}
+
+// CheckLossless verifies that data is a single valid JSON value with no
+// duplicate object keys (which would silently lose a value on decode).
+func CheckLossless(data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("data is empty")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := checkValue(dec, 0); err != nil {
+		return fmt.Errorf("data is not lossless JSON: %w", err)
+	}
+	if dec.More() {
+		return fmt.Errorf("data is not lossless JSON: trailing content")
+	}
+	if _, err := dec.Token(); err == nil {
+		return fmt.Errorf("data is not lossless JSON: trailing content")
+	}
+	return nil
+}
+
+func checkValue(dec *json.Decoder, depth int) error {
+	if depth > 1000 {
+		return fmt.Errorf("nesting too deep")
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := k.(string)
+				if seen[key] {
+					return fmt.Errorf("duplicate key %q", key)
+				}
+				seen[key] = true
+				if err := checkValue(dec, depth+1); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case '[':
+			for dec.More() {
+				if err := checkValue(dec, depth+1); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return fmt.Errorf("unexpected %v", t)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package session
+
+import (
+	"encoding/json"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+)
+
+// Tool error codes synthesized by crash repair.
+const (
+	CodeToolOutcomeUnknown = "TOOL_OUTCOME_UNKNOWN"
+	CodeToolNotStarted     = "TOOL_NOT_STARTED"
+)
+
+// Closers returns the events that close a log left open by a crash: a
+// tool/result for every call of the open step that has none
+// (TOOL_OUTCOME_UNKNOWN when its tool/call was logged, so it may have run;
+// TOOL_NOT_STARTED when it never started), then step/end and turn/end
+// {interrupted}. The events carry seq and time following the log's last
+// event. A balanced log gets nil. Repair never removes anything.
+func Closers(events []Event) []Event {
+	turn, step := -1, -1
+	var stepOpen bool
+	var calls []llm.Block       // tool calls requested in the open step
+	logged := map[string]bool{} // callIds with a tool/call
+	done := map[string]bool{}   // callIds with a tool/result
+	for _, e := range events {
+		switch e.Type {
+		case TypeTurnStart:
+			var p TurnStart
+			if e.Decode(&p) == nil {
+				turn, step, stepOpen = p.Turn, -1, false
+			}
+		case TypeTurnEnd:
+			turn, stepOpen = -1, false
+		case TypeStepStart:
+			var p StepRef
+			if e.Decode(&p) == nil {
+				step, stepOpen = p.Step, true
+				calls = nil
+				clear(logged)
+				clear(done)
+			}
+		case TypeStepEnd:
+			stepOpen = false
+		case TypeAssistantMsg:
+			var p AssistantMessage
+			if e.Decode(&p) == nil && stepOpen {
+				calls = append(calls, p.Message.ToolCalls()...)
+			}
+		case TypeToolCall:
+			var p ToolCall
+			if e.Decode(&p) == nil {
+				logged[p.CallID] = true
+			}
+		case TypeToolResult:
+			var p ToolResult
+			if e.Decode(&p) == nil {
+				done[p.CallID] = true
+			}
+		}
+	}
+	if turn < 0 {
+		return nil
+	}
+	var out []Event
+	add := func(typ string, data any) {
+		raw, _ := json.Marshal(data)
+		e := Event{Type: typ, Data: raw}
+		if IsSurfaceType(typ) {
+			e.SurfaceOp = Append
+		}
+		out = append(out, e)
+	}
+	if stepOpen {
+		for _, c := range calls {
+			if done[c.ID] {
+				continue
+			}
+			code, text := CodeToolNotStarted, "Error: the session stopped before this tool call started; it did not run."
+			if logged[c.ID] {
+				code, text = CodeToolOutcomeUnknown, "Error: the session stopped while this tool call was running; its outcome is unknown. Retry it only if it is idempotent, after checking its effects."
+			}
+			add(TypeToolResult, ToolResult{
+				Turn: turn, Step: step, CallID: c.ID, Name: c.Name,
+				Content: []llm.Block{llm.TextBlock(text)}, IsError: true,
+				Error: &ToolError{Name: "ToolInterruptedError", Code: code},
+			})
+		}
+		add(TypeStepEnd, StepRef{Turn: turn, Step: step})
+	}
+	add(TypeTurnEnd, TurnEnd{Turn: turn, Reason: TurnEndReason{Kind: EndInterrupted}})
+	var next, at int64
+	if n := len(events); n > 0 {
+		next, at = events[n-1].Seq+1, events[n-1].Time
+	}
+	for i := range out {
+		out[i].Seq = next + int64(i)
+		out[i].Time = at
+	}
+	return out
+}
