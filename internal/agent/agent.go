@@ -1,0 +1,369 @@
+// Package agent runs the turn/step loop of one agent over its session log.
+//
+// A turn is zero or more steps; a step is one model request plus the tool
+// calls it asked for. Input waits in an inbox: Queue adds a prompt for a
+// later turn, Steer adds input for the next step (and is how a running
+// turn is redirected), Inject adds model-facing context for the next step
+// without waking an idle agent. Everything the loop does is appended to
+// the session log, and the model's history is derived from that log only.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/tool"
+)
+
+// Route binds the model the agent talks to.
+type Route struct {
+	// Provider is the provider id ("deepseek", "openai", …).
+	Provider string
+	Model    llm.ModelInfo
+	Adapter  llm.Adapter
+	Retry    llm.RetryPolicy
+	// Effort and MaxTokens are sent on every request when set.
+	Effort    llm.Effort
+	MaxTokens int
+}
+
+// Hooks are the loop's live extension points. Each list runs in order.
+type Hooks struct {
+	// PreStep may reject a step (the turn ends blocked) or add messages
+	// to those entering it. Return the messages to enter.
+	PreStep []func(ctx context.Context, in PreStep) (enter []llm.Message, reject bool, err error)
+	// Request may change the call configuration of a step.
+	Request []func(ctx context.Context, cfg *session.CallConfig)
+	// TurnStopping runs when a turn is about to close; a listener that
+	// objects calls Agent.Steer to force another step.
+	TurnStopping []func(ctx context.Context, turn int)
+}
+
+// PreStep is the input of a pre-step hook.
+type PreStep struct {
+	Turn, Step int
+	Messages   []llm.Message
+}
+
+// Config wires an agent. Log, Route, Tools and Pipeline are required.
+type Config struct {
+	Log      *session.Log
+	Route    Route
+	Tools    *tool.Registry
+	Pipeline *tool.Pipeline
+	// Scope is the agent's tool scope ("" = global tools only).
+	Scope string
+	// System is the system prompt.
+	System string
+	// MaxParallel bounds overlapping concurrency-safe tool calls (default 10).
+	MaxParallel int
+	Hooks       Hooks
+	// Sleep waits before a retry; tests replace it. Default: a timer that
+	// honours ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Outcome summarises the last finished turn.
+type Outcome struct {
+	Turn   int
+	Reason session.TurnEndReason
+	// Text is the final assistant text of the turn.
+	Text  string
+	Usage llm.Usage
+}
+
+// Errors returned by the agent.
+var (
+	ErrBusy = errors.New("agent is already running")
+)
+
+// Agent is one agent bound to one session log. Its methods are safe for
+// concurrent use; at most one Run is active at a time.
+type Agent struct {
+	cfg   Config
+	log   *session.Log
+	inbox inbox
+
+	mu         sync.Mutex
+	running    bool                    // guarded by mu
+	cancelTurn context.CancelCauseFunc // guarded by mu
+	turn       int                     // guarded by mu; last turn number used
+	headerSent bool                    // a request/header was logged by this instance
+	lastHeader []byte
+	lastCtx    session.RequestContext
+	resumed    bool
+}
+
+// CancelCause is the cause attached to a cancelled turn.
+type CancelCause struct{ Kind string }
+
+func (c *CancelCause) Error() string { return "turn cancelled by " + c.Kind }
+
+// New returns an agent over cfg.Log. When the log already holds events
+// (a resumed session), turn numbering continues, queued input is
+// restored and the next request logs request/header {reason: resume}.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Log == nil || cfg.Route.Adapter == nil || cfg.Tools == nil || cfg.Pipeline == nil {
+		return nil, errors.New("agent: Log, Route.Adapter, Tools and Pipeline are required")
+	}
+	if cfg.MaxParallel <= 0 {
+		cfg.MaxParallel = 10
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log}
+	a.inbox.log = cfg.Log
+	events := cfg.Log.Events()
+	if len(events) > 0 {
+		a.resumed = true
+		a.inbox.restore(events)
+		for _, e := range events {
+			switch e.Type {
+			case session.TypeTurnStart:
+				var p session.TurnStart
+				if e.Decode(&p) == nil && p.Turn > a.turn {
+					a.turn = p.Turn
+				}
+			case session.TypeRequestHeader:
+				var p session.RequestHeader
+				if e.Decode(&p) == nil {
+					a.lastHeader, _ = json.Marshal(p.Header)
+				}
+			case session.TypeRequestContext:
+				_ = e.Decode(&a.lastCtx)
+			}
+		}
+		if events[len(events)-1].Type != session.TypeEndSeed {
+			if _, err := cfg.Log.Append(session.TypeEndSeed, struct{}{}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return a, nil
+}
+
+// Log returns the agent's session log.
+func (a *Agent) Log() *session.Log { return a.log }
+
+// NewUserMessage builds a human prompt message.
+func NewUserMessage(text string) llm.Message {
+	return llm.Message{ID: newID(), Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(text)}, Source: llm.Source{Kind: "user"}}
+}
+
+// Queue adds msg as the prompt of a later turn.
+func (a *Agent) Queue(msg llm.Message) error { return a.inbox.push(session.TargetNextTurn, msg) }
+
+// Steer adds msg to the next step of the running turn (an idle agent
+// starts a turn with it on the next Run).
+func (a *Agent) Steer(msg llm.Message) error { return a.inbox.push(session.TargetNextStep, msg) }
+
+// Inject adds model-facing context to the next step without waking an
+// idle agent.
+func (a *Agent) Inject(msg llm.Message) error { return a.inbox.push(session.TargetNextStep, msg) }
+
+// Pending reports the queued next-turn and next-step counts.
+func (a *Agent) Pending() (nextTurn, nextStep int) { return a.inbox.pending() }
+
+// Cancel aborts the running turn with the given cause ("user", "parent",
+// "hook", "disposed"). Unless keepInbox, queued input is discarded. A
+// cancel of an idle agent only clears the inbox.
+func (a *Agent) Cancel(cause string, keepInbox bool) error {
+	a.mu.Lock()
+	cancel := a.cancelTurn
+	a.mu.Unlock()
+	if cancel != nil {
+		cancel(&CancelCause{Kind: cause})
+	}
+	if !keepInbox {
+		return a.inbox.clear()
+	}
+	return nil
+}
+
+// Run drives turns until the inbox is empty and returns the outcome of
+// the last turn. ctx cancellation aborts the running turn (cause "user")
+// and keeps queued input. A turn that ends in error is reported in the
+// Outcome, not as an error; err is reserved for failures to log.
+func (a *Agent) Run(ctx context.Context) (Outcome, error) {
+	a.mu.Lock()
+	if a.running {
+		a.mu.Unlock()
+		return Outcome{}, ErrBusy
+	}
+	a.running = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.running = false
+		a.mu.Unlock()
+	}()
+	var last Outcome
+	ran := false
+	for {
+		nt, ns := a.inbox.pending()
+		if nt == 0 && ns == 0 {
+			break
+		}
+		out, err := a.runTurn(ctx)
+		if err != nil {
+			return out, err
+		}
+		last, ran = out, true
+		if out.Reason.Kind != session.EndCompleted && out.Reason.Kind != session.EndMaxTokens {
+			break
+		}
+	}
+	if !ran {
+		return Outcome{Turn: a.turn, Reason: session.TurnEndReason{Kind: session.EndCompleted}}, nil
+	}
+	// Make the closed turn durable before reporting it.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return last, a.log.Flush(fctx)
+}
+
+func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	a.mu.Lock()
+	a.turn++
+	turn := a.turn
+	a.cancelTurn = cancel
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.cancelTurn = nil
+		a.mu.Unlock()
+		cancel(nil)
+	}()
+	out.Turn = turn
+	if _, err := a.log.Append(session.TypeTurnStart, session.TurnStart{Turn: turn}); err != nil {
+		return out, err
+	}
+	var reason *session.TurnEndReason
+	boundary := true
+	for step := 1; ; step++ {
+		claimed, err := a.inbox.claim(boundary)
+		if err != nil {
+			return out, err
+		}
+		enter, reject, err := a.preStep(ctx, turn, step, claimed)
+		if err != nil {
+			reason = errorReason(err)
+			break
+		}
+		if reject {
+			reason = &session.TurnEndReason{Kind: session.EndBlocked}
+			break
+		}
+		if step == 1 && len(enter) == 0 {
+			reason = &session.TurnEndReason{Kind: session.EndCompleted}
+			break
+		}
+		sr, err := a.runStep(ctx, turn, step, enter, &out)
+		if err != nil && !isLLMOrCancel(err) {
+			return out, err
+		}
+		switch {
+		case err != nil:
+			reason = a.failReason(ctx, err)
+		case sr.maxTokens:
+			reason = &session.TurnEndReason{Kind: session.EndMaxTokens}
+		case sr.done && (reason == nil || reason.Kind != session.EndMaxTokens):
+			reason = &session.TurnEndReason{Kind: session.EndCompleted}
+		}
+		if err != nil {
+			break
+		}
+		if reason != nil {
+			if _, ns := a.inbox.pending(); ns == 0 {
+				for _, h := range a.cfg.Hooks.TurnStopping {
+					h(ctx, turn)
+				}
+			}
+			if _, ns := a.inbox.pending(); ns == 0 {
+				break
+			}
+		}
+		boundary = false
+	}
+	if ctx.Err() != nil && (reason == nil || reason.Kind == session.EndCompleted) {
+		reason = a.failReason(ctx, context.Cause(ctx))
+	}
+	out.Reason = *reason
+	if _, err := a.log.Append(session.TypeTurnEnd, session.TurnEnd{Turn: turn, Reason: *reason}); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+func (a *Agent) preStep(ctx context.Context, turn, step int, msgs []llm.Message) ([]llm.Message, bool, error) {
+	for _, h := range a.cfg.Hooks.PreStep {
+		enter, reject, err := h(ctx, PreStep{Turn: turn, Step: step, Messages: msgs})
+		if err != nil || reject {
+			return nil, reject, err
+		}
+		msgs = enter
+	}
+	return msgs, false, nil
+}
+
+// failReason turns a step error into a turn/end reason: cancellation is
+// aborted with its cause, anything else an error with its failure.
+func (a *Agent) failReason(ctx context.Context, err error) *session.TurnEndReason {
+	if ctx.Err() != nil {
+		cause := "user"
+		var cc *CancelCause
+		if errors.As(context.Cause(ctx), &cc) {
+			cause = cc.Kind
+		}
+		return &session.TurnEndReason{Kind: session.EndAborted, Cause: cause}
+	}
+	return errorReason(err)
+}
+
+func errorReason(err error) *session.TurnEndReason {
+	return &session.TurnEndReason{Kind: session.EndError, Failure: llm.AsFailure(err)}
+}
+
+// stepErr marks errors that end the turn (model failures, cancellation)
+// as opposed to failures to write the log, which end Run.
+type stepErr struct{ err error }
+
+func (e *stepErr) Error() string { return e.err.Error() }
+func (e *stepErr) Unwrap() error { return e.err }
+
+func isLLMOrCancel(err error) bool {
+	var se *stepErr
+	return errors.As(err, &se)
+}
+
+func newID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// errorf wraps a log failure with context.
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

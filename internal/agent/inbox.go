@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"sync"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/session"
+)
+
+// inbox holds pending input in two ordered lists: next-turn (one prompt
+// per turn) and next-step (steering and injected context, all claimed at
+// the next step boundary). Every mutation is logged as
+// agent/inbox/spliced so that a log reader can reconstruct it.
+type inbox struct {
+	mu       sync.Mutex
+	nextTurn []llm.Message // guarded by mu
+	nextStep []llm.Message // guarded by mu
+	log      *session.Log
+}
+
+func (ib *inbox) list(target string) *[]llm.Message {
+	if target == session.TargetNextTurn {
+		return &ib.nextTurn
+	}
+	return &ib.nextStep
+}
+
+// push appends msg to target and logs the splice.
+func (ib *inbox) push(target string, msg llm.Message) error {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	l := ib.list(target)
+	_, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
+		Target: target, Start: len(*l), Inserted: []llm.Message{msg},
+	})
+	if err != nil {
+		return err
+	}
+	*l = append(*l, msg)
+	return nil
+}
+
+// claim removes and returns what a step may take: at a turn boundary all
+// of next-step plus exactly one next-turn message; between steps only
+// next-step.
+func (ib *inbox) claim(turnBoundary bool) ([]llm.Message, error) {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	var out []llm.Message
+	if len(ib.nextStep) > 0 {
+		if err := ib.removeLocked(session.TargetNextStep, len(ib.nextStep), ""); err != nil {
+			return nil, err
+		}
+		out = append(out, ib.nextStep...)
+		ib.nextStep = nil
+	}
+	if turnBoundary && len(ib.nextTurn) > 0 {
+		if err := ib.removeLocked(session.TargetNextTurn, 1, ""); err != nil {
+			return nil, err
+		}
+		out = append(out, ib.nextTurn[0])
+		ib.nextTurn = ib.nextTurn[1:]
+	}
+	return out, nil
+}
+
+func (ib *inbox) removeLocked(target string, n int, outcome string) error {
+	_, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
+		Target: target, Start: 0, RemovedCount: n, Inserted: []llm.Message{}, Outcome: outcome,
+	})
+	return err
+}
+
+// clear discards both lists (a cancel without keepInbox).
+func (ib *inbox) clear() error {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	for _, t := range []string{session.TargetNextStep, session.TargetNextTurn} {
+		l := ib.list(t)
+		if len(*l) == 0 {
+			continue
+		}
+		if err := ib.removeLocked(t, len(*l), "canceled"); err != nil {
+			return err
+		}
+		*l = nil
+	}
+	return nil
+}
+
+func (ib *inbox) pending() (turn, step int) {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return len(ib.nextTurn), len(ib.nextStep)
+}
+
+// restore rebuilds the inbox from a resumed log by replaying its splices,
+// so input queued before a stop is not lost.
+func (ib *inbox) restore(events []session.Event) {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	for _, e := range events {
+		if e.Type != session.TypeInboxSpliced {
+			continue
+		}
+		var sp session.InboxSpliced
+		if e.Decode(&sp) != nil {
+			continue
+		}
+		l := ib.list(sp.Target)
+		start := min(max(sp.Start, 0), len(*l))
+		end := min(start+sp.RemovedCount, len(*l))
+		next := append([]llm.Message(nil), (*l)[:start]...)
+		next = append(next, sp.Inserted...)
+		*l = append(next, (*l)[end:]...)
+	}
+}

@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/session"
+)
+
+type stepResult struct {
+	done      bool // the model stopped calling tools (or a tool concluded the turn)
+	maxTokens bool
+}
+
+// runStep logs step/start, the entering messages, the model call and its
+// tool calls, then step/end (always, once step/start was logged).
+func (a *Agent) runStep(ctx context.Context, turn, step int, enter []llm.Message, out *Outcome) (sr stepResult, err error) {
+	if _, err := a.log.Append(session.TypeStepStart, session.StepRef{Turn: turn, Step: step}); err != nil {
+		return sr, err
+	}
+	defer func() {
+		if _, e := a.log.Append(session.TypeStepEnd, session.StepRef{Turn: turn, Step: step}); e != nil && err == nil {
+			err = e
+		}
+	}()
+	for _, m := range enter {
+		if _, err := a.log.Append(session.TypeUserMessage, m, session.Surface()); err != nil {
+			return sr, err
+		}
+	}
+	msg, finish, err := a.callModel(ctx, turn, step, out)
+	if err != nil {
+		return sr, err
+	}
+	if finish == llm.FinishMaxTokens {
+		sr.maxTokens = true
+		return sr, nil
+	}
+	calls := msg.ToolCalls()
+	if len(calls) == 0 {
+		sr.done = true
+		return sr, nil
+	}
+	concluded, err := a.runTools(ctx, turn, step, calls)
+	if err != nil {
+		return sr, err
+	}
+	sr.done = concluded
+	return sr, nil
+}
+
+// callModel makes one model call, retrying transient failures inside the
+// open step, and logs every chunk and the resulting assistant/message.
+func (a *Agent) callModel(ctx context.Context, turn, step int, out *Outcome) (llm.Message, llm.FinishReason, error) {
+	cfg := session.CallConfig{
+		Provider:  a.cfg.Route.Provider,
+		Model:     a.cfg.Route.Model.ID,
+		Effort:    a.cfg.Route.Effort,
+		MaxTokens: a.cfg.Route.MaxTokens,
+	}
+	for _, h := range a.cfg.Hooks.Request {
+		h(ctx, &cfg)
+	}
+	tools := a.cfg.Tools.Schemas(a.cfg.Scope)
+	if err := a.logRequestHeader(cfg, tools); err != nil {
+		return llm.Message{}, "", err
+	}
+	for attempt := 0; ; attempt++ {
+		// Everything the request is built from must be durable first.
+		if err := a.log.Flush(ctx); err != nil {
+			return llm.Message{}, "", err
+		}
+		req := llm.Request{
+			Model:       cfg.Model,
+			System:      a.cfg.System,
+			Messages:    a.log.Messages(),
+			Tools:       tools,
+			Effort:      cfg.Effort,
+			MaxTokens:   cfg.MaxTokens,
+			Temperature: cfg.Temperature,
+			SessionID:   a.log.ID(),
+		}
+		msg, finish, fail, err := a.stream(ctx, turn, step, cfg, req, out)
+		if err != nil {
+			return msg, finish, err
+		}
+		if fail == nil {
+			return msg, finish, nil
+		}
+		if ctx.Err() != nil {
+			return msg, finish, &stepErr{context.Cause(ctx)}
+		}
+		delay, ok := a.cfg.Route.Retry.Delay(attempt+1, fail)
+		if !ok {
+			return msg, finish, &stepErr{fail}
+		}
+		retryID := newID()
+		if _, err := a.log.Append(session.TypeLLMRetry, session.LLMRetry{
+			RetryID: retryID, Turn: turn, Step: step, Provider: cfg.Provider, Mode: "normal",
+			Retry: attempt + 1, MaxRetries: a.cfg.Route.Retry.MaxRetries, DelayMs: delay.Milliseconds(), Failure: fail,
+		}); err != nil {
+			return msg, finish, err
+		}
+		if err := a.cfg.Sleep(ctx, delay); err != nil {
+			return msg, finish, &stepErr{err}
+		}
+		if _, err := a.log.Append(session.TypeLLMRetryStart, session.LLMRetryStarted{RetryID: retryID, Turn: turn, Step: step, Retry: attempt + 1}); err != nil {
+			return msg, finish, err
+		}
+	}
+}
+
+// stream runs one attempt. fail is the model failure of an unsuccessful
+// attempt; err is a failure to log (or a cancellation after the visible
+// prefix was kept).
+func (a *Agent) stream(ctx context.Context, turn, step int, cfg session.CallConfig, req llm.Request, out *Outcome) (msg llm.Message, finish llm.FinishReason, fail *llm.Failure, err error) {
+	var asm llm.Assembler
+	var seqs []int64
+	for ch, serr := range a.cfg.Route.Adapter.Stream(ctx, req) {
+		if serr != nil {
+			fail = llm.AsFailure(serr)
+			break
+		}
+		e, err := a.log.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: step, Chunk: ch})
+		if err != nil {
+			return msg, "", nil, err
+		}
+		seqs = append(seqs, e.Seq)
+		asm.Add(ch)
+	}
+	source := llm.Source{Kind: "model", Provider: cfg.Provider, Model: cfg.Model}
+	if ctx.Err() != nil {
+		// Keep what the user saw so the next request contains it.
+		if blocks := asm.InterruptedBlocks(); len(blocks) > 0 {
+			msg = llm.Message{ID: newID(), Role: llm.RoleAssistant, Content: blocks, Source: source}
+			if _, err := a.log.Append(session.TypeAssistantMsg, session.AssistantMessage{
+				Turn: turn, Step: step, Message: msg, Interrupted: true,
+			}, session.Surface(seqs...)); err != nil {
+				return msg, "", nil, err
+			}
+			out.Text = msg.Text()
+		}
+		return msg, llm.FinishAborted, nil, &stepErr{context.Cause(ctx)}
+	}
+	if fail == nil {
+		f := asm.Finish()
+		switch {
+		case f == nil:
+			fail = &llm.Failure{Code: llm.CodeStreamClosed, Message: "stream ended without a finish"}
+		case f.Reason == llm.FinishError || f.Reason == llm.FinishAborted:
+			fail = f.Failure
+			if fail == nil {
+				fail = &llm.Failure{Code: llm.CodeUnknown, Message: "model call finished with " + string(f.Reason)}
+			}
+		}
+	}
+	if fail != nil {
+		return msg, "", fail, nil
+	}
+	finish = asm.Finish().Reason
+	msg = llm.Message{ID: newID(), Role: llm.RoleAssistant, Content: asm.Blocks(), Source: source}
+	if msg.Content == nil {
+		msg.Content = []llm.Block{}
+	}
+	am := session.AssistantMessage{Turn: turn, Step: step, Message: msg}
+	if u, ok := asm.Usage(); ok {
+		am.Usage = &u
+		out.Usage.Add(u)
+	}
+	if _, err := a.log.Append(session.TypeAssistantMsg, am, session.Surface(seqs...)); err != nil {
+		return msg, "", nil, err
+	}
+	if t := msg.Text(); t != "" || len(msg.ToolCalls()) == 0 {
+		out.Text = t
+	}
+	return msg, finish, nil, nil
+}
+
+// logRequestHeader appends request/header on the first request of this
+// agent instance and whenever the header changes, and request/context
+// when the route changes.
+func (a *Agent) logRequestHeader(cfg session.CallConfig, tools []llm.ToolSchema) error {
+	h := session.RequestHeaderData{Config: cfg, System: a.cfg.System, Tools: tools}
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	if !a.headerSent || !bytes.Equal(raw, a.lastHeader) {
+		reason := "change"
+		switch {
+		case !a.headerSent && a.resumed:
+			reason = "resume"
+		case !a.headerSent && a.lastHeader == nil:
+			reason = "initial"
+		}
+		if _, err := a.log.Append(session.TypeRequestHeader, session.RequestHeader{Header: h, Reason: reason}); err != nil {
+			return err
+		}
+		a.headerSent, a.lastHeader = true, raw
+	}
+	rc := session.RequestContext{Provider: cfg.Provider, Model: cfg.Model, ContextWindow: a.cfg.Route.Model.ContextWindow}
+	if rc != a.lastCtx {
+		if _, err := a.log.Append(session.TypeRequestContext, rc); err != nil {
+			return err
+		}
+		a.lastCtx = rc
+	}
+	return nil
+}

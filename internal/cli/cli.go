@@ -1,0 +1,110 @@
+// Package cli implements dsh's command line: run, sessions and version.
+// Commands parse flags, call the composition root (internal/app) and map
+// outcomes to exit codes: 0 success, 1 a failed turn or command, 2 usage
+// or configuration errors, 130 after an interrupt.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/dsh-dev/dsh/internal/app"
+)
+
+// Exit codes.
+const (
+	ExitOK          = 0
+	ExitFailed      = 1
+	ExitUsage       = 2
+	ExitInterrupted = 130
+)
+
+// IO is the process's standard streams.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+const usage = `dsh — an open agent harness
+
+Usage:
+  dsh run [--model P/M] [--effort E] [--cwd DIR] [--json] [--resume ID | --continue] PROMPT
+  dsh sessions list [--json] [--all]
+  dsh sessions show ID [--json]
+  dsh sessions export ID
+  dsh sessions import FILE
+  dsh version
+
+PROMPT "-" reads the prompt from standard input. State lives in $DSH_HOME
+(default ~/.dsh). Run "dsh COMMAND -h" for a command's flags.
+`
+
+// Main runs dsh with args (without the program name) and returns the exit
+// code.
+func Main(ctx context.Context, args []string, stdio IO) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdio.Stderr, usage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(ctx, args[1:], stdio)
+	case "sessions":
+		return sessionsCmd(ctx, args[1:], stdio)
+	case "version", "--version":
+		fmt.Fprintln(stdio.Stdout, "dsh", app.Version)
+		return ExitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdio.Stdout, usage)
+		return ExitOK
+	}
+	fmt.Fprintf(stdio.Stderr, "dsh: unknown command %q\n\n%s", args[0], usage)
+	return ExitUsage
+}
+
+func newFlags(name string, stdio IO) *flag.FlagSet {
+	fs := flag.NewFlagSet("dsh "+name, flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	return fs
+}
+
+// parseInterspersed parses flags that may appear before or after
+// positional arguments, so "dsh run PROMPT --json" works too.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// fail prints err and returns the exit code its kind calls for.
+func fail(stdio IO, err error) int {
+	fmt.Fprintln(stdio.Stderr, "dsh:", err)
+	var ce *app.ConfigError
+	if errors.As(err, &ce) {
+		return ExitUsage
+	}
+	return ExitFailed
+}
+
+func openApp(ctx context.Context, stdio IO) (*app.App, int) {
+	a, err := app.Open(ctx)
+	if err != nil {
+		return nil, fail(stdio, err)
+	}
+	return a, ExitOK
+}

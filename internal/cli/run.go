@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/dsh-dev/dsh/internal/agent"
+	"github.com/dsh-dev/dsh/internal/app"
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/session"
+)
+
+// RunResult is the final line of dsh run --json.
+type RunResult struct {
+	Type      string    `json:"type"`
+	SessionID string    `json:"sessionId"`
+	Status    string    `json:"status"`
+	Text      string    `json:"text"`
+	Usage     llm.Usage `json:"usage"`
+	Error     string    `json:"error,omitempty"`
+}
+
+func runCmd(ctx context.Context, args []string, stdio IO) int {
+	fs := newFlags("run", stdio)
+	model := fs.String("model", "", "model as provider/model (default from config, else "+"deepseek/deepseek-v4-flash)")
+	effort := fs.String("effort", "", "reasoning effort: off, low, high or max")
+	cwd := fs.String("cwd", "", "working directory of a new session (default: current directory)")
+	asJSON := fs.Bool("json", false, "print every session event as a JSON line, then a run/result line")
+	resume := fs.String("resume", "", "resume the session with this id")
+	cont := fs.Bool("continue", false, "resume the newest session of this directory")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stdio.Stderr, "dsh run: exactly one PROMPT argument is required (use - to read stdin)")
+		return ExitUsage
+	}
+	if *resume != "" && *cont {
+		fmt.Fprintln(stdio.Stderr, "dsh run: --resume and --continue are exclusive")
+		return ExitUsage
+	}
+	prompt := pos[0]
+	if prompt == "-" {
+		b, err := io.ReadAll(io.LimitReader(stdio.Stdin, 16<<20))
+		if err != nil {
+			return fail(stdio, fmt.Errorf("read prompt: %w", err))
+		}
+		prompt = string(b)
+	}
+	if strings.TrimSpace(prompt) == "" {
+		fmt.Fprintln(stdio.Stderr, "dsh run: the prompt is empty")
+		return ExitUsage
+	}
+
+	a, code := openApp(ctx, stdio)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	sess, err := a.OpenSession(ctx, app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, ResumeID: *resume, Continue: *cont})
+	if err != nil {
+		return fail(stdio, err)
+	}
+
+	var out *bufio.Writer
+	var outMu sync.Mutex
+	if *asJSON {
+		out = bufio.NewWriterSize(stdio.Stdout, 64<<10)
+		enc := json.NewEncoder(out)
+		sess.Log.Observe(func(e session.Event) {
+			outMu.Lock()
+			defer outMu.Unlock()
+			_ = enc.Encode(e)
+			if e.Type != session.TypeAssistantChunk {
+				_ = out.Flush()
+			}
+		})
+	}
+
+	// First interrupt cancels the turn cleanly; a second exits at once.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interrupted := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-runCtx.Done():
+			return
+		}
+		close(interrupted)
+		_ = sess.Agent.Cancel("user", true)
+		select {
+		case <-sigs:
+			fmt.Fprintln(stdio.Stderr, "dsh: interrupted")
+			os.Exit(ExitInterrupted)
+		case <-runCtx.Done():
+		}
+	}()
+
+	if err := sess.Agent.Queue(agent.NewUserMessage(prompt)); err != nil {
+		return fail(stdio, err)
+	}
+	res, runErr := sess.Agent.Run(runCtx)
+	cancel()
+
+	status, exit := "completed", ExitOK
+	switch res.Reason.Kind {
+	case session.EndCompleted:
+	case session.EndAborted:
+		status, exit = "aborted", ExitInterrupted
+	case session.EndMaxTokens:
+		status, exit = "max-tokens", ExitFailed
+	default:
+		status, exit = "error", ExitFailed
+	}
+	select {
+	case <-interrupted:
+		exit = ExitInterrupted
+		if status == "completed" {
+			status = "aborted"
+		}
+	default:
+	}
+	errText := ""
+	if runErr != nil {
+		status, exit, errText = "error", ExitFailed, runErr.Error()
+	} else if res.Reason.Failure != nil {
+		errText = res.Reason.Failure.Error()
+	}
+	if *asJSON {
+		outMu.Lock()
+		_ = json.NewEncoder(out).Encode(RunResult{Type: "run/result", SessionID: sess.Log.ID(), Status: status, Text: res.Text, Usage: res.Usage, Error: errText})
+		_ = out.Flush()
+		outMu.Unlock()
+	} else if res.Text != "" {
+		fmt.Fprintln(stdio.Stdout, res.Text)
+	}
+	if errText != "" {
+		fmt.Fprintf(stdio.Stderr, "dsh: turn ended with %s: %s\n", status, errText)
+	} else if status == "aborted" {
+		fmt.Fprintln(stdio.Stderr, "dsh: turn aborted")
+	}
+	fmt.Fprintf(stdio.Stderr, "session %s\n", sess.Log.ID())
+	return exit
+}

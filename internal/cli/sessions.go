@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/session"
+)
+
+func sessionsCmd(ctx context.Context, args []string, stdio IO) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdio.Stderr, usage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "list", "ls":
+		return sessionsList(ctx, args[1:], stdio)
+	case "show":
+		return sessionsShow(ctx, args[1:], stdio)
+	case "export":
+		return sessionsExport(ctx, args[1:], stdio)
+	case "import":
+		return sessionsImport(ctx, args[1:], stdio)
+	}
+	fmt.Fprintf(stdio.Stderr, "dsh sessions: unknown subcommand %q\n", args[0])
+	return ExitUsage
+}
+
+func sessionsList(ctx context.Context, args []string, stdio IO) int {
+	fs := newFlags("sessions list", stdio)
+	asJSON := fs.Bool("json", false, "print an array of session headers")
+	all := fs.Bool("all", false, "list sessions of every directory")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return ExitUsage
+	}
+	a, code := openApp(ctx, stdio)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	entries, err := a.Store.List(ctx)
+	if err != nil {
+		return fail(stdio, err)
+	}
+	cwd, _ := os.Getwd()
+	cwd, _ = filepath.Abs(cwd)
+	headers := []session.Header{}
+	var tw *tabwriter.Writer
+	if !*asJSON {
+		tw = tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tUPDATED\tEVENTS\tCWD")
+	}
+	for _, e := range entries {
+		if e.Err != nil {
+			fmt.Fprintf(stdio.Stderr, "dsh: session %s is unreadable: %v\n", e.Header.ID, e.Err)
+			continue
+		}
+		if !*all && e.Header.Cwd != cwd {
+			continue
+		}
+		headers = append(headers, e.Header)
+		if tw != nil {
+			id := e.Header.ID
+			if e.Header.ParentSession != "" {
+				id += " (child of " + e.Header.ParentSession + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", id, time.UnixMilli(e.UpdatedAt).Format("2006-01-02 15:04"), e.Events, e.Header.Cwd)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(headers); err != nil {
+			return fail(stdio, err)
+		}
+		return ExitOK
+	}
+	_ = tw.Flush()
+	return ExitOK
+}
+
+func sessionsShow(ctx context.Context, args []string, stdio IO) int {
+	fs := newFlags("sessions show", stdio)
+	asJSON := fs.Bool("json", false, "print the raw events, one JSON object per line")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stdio.Stderr, "dsh sessions show: exactly one session ID is required")
+		return ExitUsage
+	}
+	a, code := openApp(ctx, stdio)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	h, events, err := a.Store.Inspect(ctx, pos[0])
+	if err != nil {
+		return fail(stdio, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		for _, e := range events {
+			if err := enc.Encode(e); err != nil {
+				return fail(stdio, err)
+			}
+		}
+		return ExitOK
+	}
+	fmt.Fprint(stdio.Stdout, Transcript(h, events))
+	return ExitOK
+}
+
+// Transcript renders a log as a readable transcript.
+func Transcript(h session.Header, events []session.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "session %s  created %s  cwd %s\n", h.ID, time.UnixMilli(h.CreatedAt).Format(time.RFC3339), h.Cwd)
+	for _, e := range events {
+		switch e.Type {
+		case session.TypeTurnStart:
+			var p session.TurnStart
+			_ = e.Decode(&p)
+			fmt.Fprintf(&b, "\n── turn %d ──\n", p.Turn)
+		case session.TypeUserMessage:
+			var m llm.Message
+			_ = e.Decode(&m)
+			label := "user"
+			if m.Source.Kind != "user" {
+				label = "context"
+			}
+			fmt.Fprintf(&b, "[%s] %s\n", label, indent(blocksText(m.Content)))
+		case session.TypeAssistantMsg:
+			var p session.AssistantMessage
+			_ = e.Decode(&p)
+			for _, bl := range p.Message.Content {
+				switch bl.Type {
+				case llm.BlockReasoning:
+					fmt.Fprintf(&b, "[thinking] %s\n", indent(bl.Text))
+				case llm.BlockText:
+					fmt.Fprintf(&b, "[assistant] %s\n", indent(bl.Text))
+				}
+			}
+			if p.Interrupted {
+				b.WriteString("[assistant] (interrupted)\n")
+			}
+		case session.TypeToolCall:
+			var p session.ToolCall
+			_ = e.Decode(&p)
+			fmt.Fprintf(&b, "[tool %s] %s\n", p.Name, indent(p.Arguments))
+		case session.TypeToolResult:
+			var p session.ToolResult
+			_ = e.Decode(&p)
+			status := "result"
+			if p.IsError {
+				status = "error"
+				if p.Error != nil {
+					status += " " + p.Error.Code
+				}
+			}
+			fmt.Fprintf(&b, "[%s %s] %s\n", p.Name, status, indent(blocksText(p.Content)))
+		case session.TypeLLMRetry:
+			var p session.LLMRetry
+			_ = e.Decode(&p)
+			fmt.Fprintf(&b, "[retry %d in %dms] %s\n", p.Retry, p.DelayMs, p.Failure.Error())
+		case session.TypeTurnEnd:
+			var p session.TurnEnd
+			_ = e.Decode(&p)
+			s := p.Reason.Kind
+			if p.Reason.Cause != "" {
+				s += " (" + p.Reason.Cause + ")"
+			}
+			if p.Reason.Failure != nil {
+				s += ": " + p.Reason.Failure.Error()
+			}
+			fmt.Fprintf(&b, "── turn %d %s ──\n", p.Turn, s)
+		}
+	}
+	return b.String()
+}
+
+func blocksText(bs []llm.Block) string {
+	var parts []string
+	for _, b := range bs {
+		switch b.Type {
+		case llm.BlockText, llm.BlockReasoning:
+			parts = append(parts, b.Text)
+		case llm.BlockImage:
+			parts = append(parts, "[image "+b.MediaType+"]")
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+func sessionsExport(ctx context.Context, args []string, stdio IO) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stdio.Stderr, "dsh sessions export: exactly one session ID is required")
+		return ExitUsage
+	}
+	a, code := openApp(ctx, stdio)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	if err := a.Store.Export(ctx, args[0], stdio.Stdout); err != nil {
+		return fail(stdio, err)
+	}
+	return ExitOK
+}
+
+func sessionsImport(ctx context.Context, args []string, stdio IO) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stdio.Stderr, "dsh sessions import: exactly one FILE is required (- for stdin)")
+		return ExitUsage
+	}
+	r := stdio.Stdin
+	if args[0] != "-" {
+		f, err := os.Open(args[0])
+		if err != nil {
+			return fail(stdio, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	a, code := openApp(ctx, stdio)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	h, err := a.Store.Import(ctx, r)
+	if err != nil {
+		return fail(stdio, err)
+	}
+	fmt.Fprintf(stdio.Stdout, "imported session %s\n", h.ID)
+	return ExitOK
+}

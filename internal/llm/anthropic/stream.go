@@ -1,0 +1,298 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/sse"
+)
+
+// streamEvent is any Messages stream event; only the fields of its Type
+// are set.
+type streamEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Usage wireUsage `json:"usage"`
+	} `json:"message"`
+	Index        int `json:"index"`
+	ContentBlock *struct {
+		Type  string          `json:"type"`
+		Text  string          `json:"text"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+		Data  string          `json:"data"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *wireUsage      `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// wireUsage fields are pointers because message_delta repeats only some
+// of them, and a missing one must not zero what message_start said.
+type wireUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+// merge copies the counters present in w. Anthropic's input_tokens is
+// already the uncached input, so the counters map one to one.
+func (w *wireUsage) merge(u *llm.Usage) {
+	set := func(dst *int64, src *int64) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	set(&u.InputTokens, w.InputTokens)
+	set(&u.OutputTokens, w.OutputTokens)
+	set(&u.CacheWriteTokens, w.CacheCreationInputTokens)
+	set(&u.CacheReadTokens, w.CacheReadInputTokens)
+}
+
+// block is one content block being streamed.
+type block struct {
+	index int // chunk index
+	wire  int // the provider's content block index
+	typ   llm.BlockType
+	text  strings.Builder
+	sig   strings.Builder
+	id    string
+	name  string
+	args  strings.Builder
+	input json.RawMessage // tool_use input given whole at block start
+}
+
+func (b *block) final() llm.Block {
+	switch b.typ {
+	case llm.BlockToolCall:
+		args := b.args.String()
+		if args == "" {
+			args = string(b.input)
+		}
+		if strings.TrimSpace(args) == "" {
+			args = "{}" // a call without arguments; keep it parseable
+		}
+		return llm.Block{Type: llm.BlockToolCall, ID: b.id, Name: b.name, Arguments: args}
+	case llm.BlockReasoning:
+		return llm.Block{Type: llm.BlockReasoning, Text: b.text.String(), Signature: b.sig.String()}
+	default:
+		return llm.Block{Type: b.typ, Text: b.text.String()}
+	}
+}
+
+// decoder folds Messages stream events into chunks.
+type decoder struct {
+	yield   func(llm.Chunk, error) bool
+	stopped bool // the consumer returned false: emit nothing more
+
+	next   int            // next chunk index
+	blocks map[int]*block // open blocks by wire index
+	order  []*block       // open blocks in start order
+
+	sawText    bool
+	calls      int
+	stopReason string
+	usage      llm.Usage
+	sawUsage   bool
+}
+
+func (d *decoder) emit(c llm.Chunk) bool {
+	if d.stopped {
+		return false
+	}
+	if !d.yield(c, nil) {
+		d.stopped = true
+	}
+	return !d.stopped
+}
+
+// event handles one SSE event. done reports message_stop.
+func (d *decoder) event(fl failer, ev sse.Event) (done bool, f *llm.Failure) {
+	if strings.TrimSpace(ev.Data) == "" {
+		return false, nil
+	}
+	var e streamEvent
+	if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+		return false, fl.fail(llm.CodeMalformedResponse, fmt.Sprintf("invalid %s event %q: %v", ev.Event, truncate(ev.Data, 200), err))
+	}
+	if e.Type == "" {
+		e.Type = ev.Event
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message != nil {
+			e.Message.Usage.merge(&d.usage)
+			d.sawUsage = true
+		}
+	case "content_block_start":
+		if e.ContentBlock != nil {
+			d.start(e)
+		}
+	case "content_block_delta":
+		if e.Delta != nil {
+			d.delta(e)
+		}
+	case "content_block_stop":
+		if b := d.blocks[e.Index]; b != nil {
+			d.endBlock(b)
+		}
+	case "message_delta":
+		if e.Delta != nil && e.Delta.StopReason != "" {
+			d.stopReason = e.Delta.StopReason
+		}
+		if e.Usage != nil {
+			e.Usage.merge(&d.usage)
+			d.sawUsage = true
+		}
+	case "message_stop":
+		return true, nil
+	case "error":
+		ae := decodeAPIError(e.Error)
+		msg := ae.Message
+		if msg == "" {
+			msg = ae.Type
+		}
+		return false, fl.fail(streamErrorCode(ae), "stream error: "+truncate(msg, maxErrorMessage))
+	}
+	// ping and event types added after this was written are activity only.
+	return false, nil
+}
+
+func (d *decoder) start(e streamEvent) {
+	cb := e.ContentBlock
+	var typ llm.BlockType
+	switch cb.Type {
+	case "text":
+		typ = llm.BlockText
+	case "thinking", "redacted_thinking":
+		typ = llm.BlockReasoning
+	case "tool_use":
+		typ = llm.BlockToolCall
+	default:
+		// Server tool blocks and the like are not part of the neutral
+		// vocabulary; their deltas are dropped with them.
+		return
+	}
+	b := &block{index: d.next, wire: e.Index, typ: typ}
+	d.next++
+	d.blocks[e.Index] = b
+	d.order = append(d.order, b)
+	d.emit(llm.Chunk{Type: llm.ChunkBlockStart, Index: b.index, BlockType: typ})
+	switch cb.Type {
+	case "text":
+		d.text(b, cb.Text)
+	case "redacted_thinking":
+		// Encrypted thinking must be replayed verbatim; it travels as a
+		// signature with no text (see request.go).
+		b.sig.WriteString(cb.Data)
+		d.emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Signature: cb.Data})
+	case "tool_use":
+		d.calls++
+		b.id, b.name = cb.ID, cb.Name
+		if in := strings.TrimSpace(string(cb.Input)); in != "" && in != "{}" && in != "null" {
+			b.input = cb.Input
+		}
+		d.emit(llm.Chunk{Type: llm.ChunkToolCallDelta, Index: b.index, ID: b.id, Name: b.name})
+	}
+}
+
+func (d *decoder) text(b *block, s string) {
+	if s == "" {
+		return
+	}
+	d.sawText = true
+	b.text.WriteString(s)
+	d.emit(llm.Chunk{Type: llm.ChunkTextDelta, Index: b.index, Text: s})
+}
+
+func (d *decoder) delta(e streamEvent) {
+	b := d.blocks[e.Index]
+	if b == nil {
+		return
+	}
+	dl := e.Delta
+	switch {
+	case dl.Type == "text_delta" && b.typ == llm.BlockText:
+		d.text(b, dl.Text)
+	case dl.Type == "thinking_delta" && b.typ == llm.BlockReasoning && dl.Thinking != "":
+		b.text.WriteString(dl.Thinking)
+		d.emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Text: dl.Thinking})
+	case dl.Type == "signature_delta" && b.typ == llm.BlockReasoning && dl.Signature != "":
+		b.sig.WriteString(dl.Signature)
+		d.emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Signature: dl.Signature})
+	case dl.Type == "input_json_delta" && b.typ == llm.BlockToolCall && dl.PartialJSON != "":
+		b.args.WriteString(dl.PartialJSON)
+		d.emit(llm.Chunk{Type: llm.ChunkToolCallDelta, Index: b.index, ArgumentsDelta: dl.PartialJSON})
+	}
+}
+
+// endBlock closes one block.
+func (d *decoder) endBlock(b *block) {
+	if d.blocks[b.wire] == b {
+		delete(d.blocks, b.wire)
+	}
+	for i, o := range d.order {
+		if o == b {
+			d.order = append(d.order[:i], d.order[i+1:]...)
+			break
+		}
+	}
+	fb := b.final()
+	d.emit(llm.Chunk{Type: llm.ChunkBlockEnd, Index: b.index, Block: &fb})
+}
+
+// end finishes a stream at message_stop (stopped) or at a clean end of
+// input, which is accepted only after message_delta gave a stop reason.
+func (d *decoder) end(fl failer, stopped bool) *llm.Failure {
+	if d.stopReason == "" {
+		if stopped {
+			return fl.fail(llm.CodeMalformedResponse, "message_stop without a stop reason")
+		}
+		return fl.fail(llm.CodeStreamClosed, "stream ended before message_stop")
+	}
+	fin := &llm.Finish{}
+	switch d.stopReason {
+	case "end_turn", "stop_sequence", "tool_use":
+		fin.Reason = llm.FinishStop
+		if d.calls > 0 {
+			fin.Reason = llm.FinishToolCalls
+		}
+		if !d.sawText && d.calls == 0 {
+			d.emitUsage()
+			return fl.fail(llm.CodeEmptyResponse, "model returned no text and no tool calls (stop_reason "+d.stopReason+")")
+		}
+	case "max_tokens", "model_context_window_exceeded":
+		// Both cut the answer short; callers treat them alike.
+		fin.Reason = llm.FinishMaxTokens
+	case "refusal":
+		fin.Reason = llm.FinishError
+		fin.Failure = fl.fail(llm.CodeInvalidRequest, "model refused to answer (stop_reason refusal)")
+	default:
+		fin.Reason = llm.FinishError
+		fin.Failure = fl.fail(llm.CodeServer, "model stopped with stop_reason "+d.stopReason)
+	}
+	for len(d.order) > 0 {
+		d.endBlock(d.order[0])
+	}
+	d.emitUsage()
+	d.emit(llm.Chunk{Type: llm.ChunkFinish, Finish: fin})
+	return nil
+}
+
+func (d *decoder) emitUsage() {
+	if d.sawUsage {
+		u := d.usage
+		d.emit(llm.Chunk{Type: llm.ChunkUsage, Usage: &u})
+	}
+}

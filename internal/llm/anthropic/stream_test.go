@@ -1,0 +1,271 @@
+package anthropic
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+)
+
+const messageStart = `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude","stop_reason":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":4000,"output_tokens":1}}}`
+
+const ping = `{"type":"ping"}`
+
+func blockStart(i int, cb string) string {
+	return fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":%s}`, i, cb)
+}
+
+func blockDelta(i int, d string) string {
+	return fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":%s}`, i, d)
+}
+
+func blockStop(i int) string { return fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, i) }
+
+func messageDelta(reason string, out int) string {
+	return fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"%s","stop_sequence":null},"usage":{"output_tokens":%d}}`, reason, out)
+}
+
+const messageStop = `{"type":"message_stop"}`
+
+func textEvents(text, reason string) []string {
+	return []string{
+		messageStart,
+		blockStart(0, `{"type":"text","text":""}`),
+		blockDelta(0, `{"type":"text_delta","text":"`+text+`"}`),
+		blockStop(0),
+		messageDelta(reason, 5),
+		messageStop,
+	}
+}
+
+func TestStreamThinkingTextAndToolUse(t *testing.T) {
+	srv, _ := server(t, sseBody(
+		messageStart,
+		blockStart(0, `{"type":"thinking","thinking":"","signature":""}`),
+		blockDelta(0, `{"type":"thinking_delta","thinking":"I should "}`),
+		ping,
+		blockDelta(0, `{"type":"thinking_delta","thinking":"read it."}`),
+		blockDelta(0, `{"type":"signature_delta","signature":"EqQBCgIYAhIM"}`),
+		blockStop(0),
+		blockStart(1, `{"type":"redacted_thinking","data":"ENCRYPTED"}`),
+		blockStop(1),
+		blockStart(2, `{"type":"text","text":""}`),
+		blockDelta(2, `{"type":"text_delta","text":"Reading."}`),
+		blockStop(2),
+		blockStart(3, `{"type":"tool_use","id":"toolu_1","name":"read","input":{}}`),
+		blockDelta(3, `{"type":"input_json_delta","partial_json":""}`),
+		blockDelta(3, `{"type":"input_json_delta","partial_json":"{\"path\": "}`),
+		blockDelta(3, `{"type":"input_json_delta","partial_json":"\"a.go\"}"}`),
+		blockStop(3),
+		blockStart(4, `{"type":"tool_use","id":"toolu_2","name":"now","input":{}}`),
+		blockStop(4),
+		blockStart(5, `{"type":"server_tool_use","id":"srv_1","name":"web_search","input":{}}`),
+		blockDelta(5, `{"type":"input_json_delta","partial_json":"{}"}`),
+		blockStop(5),
+		messageDelta("tool_use", 90),
+		messageStop,
+	))
+	res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
+	if res.failure != nil {
+		t.Fatalf("failure: %v", res.failure)
+	}
+	want := []llm.Block{
+		{Type: llm.BlockReasoning, Text: "I should read it.", Signature: "EqQBCgIYAhIM"},
+		{Type: llm.BlockReasoning, Signature: "ENCRYPTED"},
+		{Type: llm.BlockText, Text: "Reading."},
+		{Type: llm.BlockToolCall, ID: "toolu_1", Name: "read", Arguments: `{"path": "a.go"}`},
+		{Type: llm.BlockToolCall, ID: "toolu_2", Name: "now", Arguments: `{}`},
+	}
+	if got := res.asm.Blocks(); !reflect.DeepEqual(got, want) {
+		t.Errorf("blocks:\n got %+v\nwant %+v", got, want)
+	}
+	if f := res.finish(); f.Reason != llm.FinishToolCalls {
+		t.Errorf("finish = %+v; want tool-calls", f)
+	}
+	wantUsage := &llm.Usage{InputTokens: 12, CacheWriteTokens: 300, CacheReadTokens: 4000, OutputTokens: 90}
+	if got := res.usage(); !reflect.DeepEqual(got, wantUsage) {
+		t.Errorf("usage = %+v; want %+v", got, wantUsage)
+	}
+	n := len(res.chunks)
+	if res.chunks[n-2].Type != llm.ChunkUsage || res.chunks[n-1].Type != llm.ChunkFinish {
+		t.Errorf("tail = %s, %s; want usage, finish", res.chunks[n-2].Type, res.chunks[n-1].Type)
+	}
+	// The server tool block got no chunk index: indexes stay dense.
+	for _, c := range res.chunks {
+		if c.Index > 4 {
+			t.Errorf("chunk %+v has index beyond the 5 neutral blocks", c)
+		}
+	}
+}
+
+func TestStreamStopReasons(t *testing.T) {
+	tests := []struct {
+		reason   string
+		want     llm.FinishReason
+		failCode llm.Code
+	}{
+		{"end_turn", llm.FinishStop, ""},
+		{"stop_sequence", llm.FinishStop, ""},
+		{"max_tokens", llm.FinishMaxTokens, ""},
+		{"model_context_window_exceeded", llm.FinishMaxTokens, ""},
+		{"refusal", llm.FinishError, llm.CodeInvalidRequest},
+		{"pause_turn", llm.FinishError, llm.CodeServer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.reason, func(t *testing.T) {
+			srv, _ := server(t, sseBody(textEvents("hi", tt.reason)...))
+			res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
+			if res.failure != nil {
+				t.Fatalf("failure: %v", res.failure)
+			}
+			f := res.finish()
+			if f.Reason != tt.want {
+				t.Fatalf("finish = %+v; want %s", f, tt.want)
+			}
+			if (f.Failure == nil) != (tt.failCode == "") || (f.Failure != nil && (f.Failure.Code != tt.failCode || !strings.Contains(f.Failure.Message, tt.reason))) {
+				t.Errorf("finish failure = %v; want %q naming %s", f.Failure, tt.failCode, tt.reason)
+			}
+		})
+	}
+}
+
+func TestStreamFailures(t *testing.T) {
+	tests := []struct {
+		name   string
+		handle func(http.ResponseWriter, *http.Request)
+		code   llm.Code
+		msg    string
+	}{
+		{"overloaded error event", sseBody(messageStart, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), llm.CodeServer, "Overloaded"},
+		{"rate limit error event", sseBody(messageStart, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`), llm.CodeRateLimit, "slow down"},
+		{"invalid request error event", sseBody(`{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`), llm.CodeInvalidRequest, "bad"},
+		{"auth error event", sseBody(`{"type":"error","error":{"type":"authentication_error","message":"key"}}`), llm.CodeAuth, "key"},
+		{"unknown error event", sseBody(`{"type":"error","error":{"type":"new_error","message":"odd"}}`), llm.CodeServer, "odd"},
+		{"malformed event", func(w http.ResponseWriter, r *http.Request) {
+			sseBody(messageStart)(w, r)
+			fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\n\n")
+		}, llm.CodeMalformedResponse, "invalid content_block_start event"},
+		{"empty response", sseBody(messageStart, messageDelta("end_turn", 1), messageStop), llm.CodeEmptyResponse, "end_turn"},
+		{"thinking only", sseBody(messageStart,
+			blockStart(0, `{"type":"thinking","thinking":""}`), blockDelta(0, `{"type":"thinking_delta","thinking":"hm"}`), blockStop(0),
+			messageDelta("end_turn", 1), messageStop), llm.CodeEmptyResponse, ""},
+		{"EOF before message_delta", sseBody(textEvents("hi", "end_turn")[:3]...), llm.CodeStreamClosed, ""},
+		{"connection dropped mid-stream", func(w http.ResponseWriter, r *http.Request) {
+			sseBody(textEvents("hi", "end_turn")[:3]...)(w, r)
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			conn.Close()
+		}, llm.CodeTransport, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := server(t, tt.handle)
+			res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
+			f := wantCode(t, res, tt.code)
+			if !strings.Contains(f.Message, tt.msg) || !strings.HasPrefix(f.Message, "test: ") {
+				t.Errorf("message = %q; want provider prefix and %q", f.Message, tt.msg)
+			}
+		})
+	}
+}
+
+// TestStreamEndsAfterMessageDelta: with the stop reason known, losing
+// only message_stop still completes the call.
+func TestStreamEndsAfterMessageDelta(t *testing.T) {
+	events := textEvents("hi", "end_turn")
+	for _, drop := range []bool{false, true} {
+		srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+			sseBody(events[:len(events)-1]...)(w, r)
+			if drop {
+				conn, _, _ := w.(http.Hijacker).Hijack()
+				conn.Close()
+			}
+		})
+		res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
+		if res.failure != nil || res.finish().Reason != llm.FinishStop {
+			t.Errorf("drop=%v: got %v; want stop", drop, res.failure)
+		}
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	t.Run("stall mid-stream", func(t *testing.T) {
+		srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+			sseBody(textEvents("hi", "end_turn")[:3]...)(w, r)
+			<-r.Context().Done()
+		})
+		start := time.Now()
+		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 100 * time.Millisecond}), llm.Request{Model: "claude"})
+		wantCode(t, res, llm.CodeTimeout)
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("timeout took %v", d)
+		}
+	})
+	t.Run("pings keep a slow stream alive", func(t *testing.T) {
+		srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+			sseBody(messageStart)(w, r)
+			for range 8 {
+				time.Sleep(40 * time.Millisecond)
+				sseBody(ping)(w, r)
+			}
+			sseBody(textEvents("hi", "end_turn")[1:]...)(w, r)
+		})
+		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 150 * time.Millisecond}), llm.Request{Model: "claude"})
+		if res.failure != nil || res.finish().Reason != llm.FinishStop {
+			t.Fatalf("got %v; want stop", res.failure)
+		}
+	})
+	noLeaks(t)
+}
+
+func TestCancelMidStream(t *testing.T) {
+	srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+		sseBody(textEvents("partial", "end_turn")[:3]...)(w, r)
+		<-r.Context().Done()
+	})
+	c := client(t, srv, Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	asm := &llm.Assembler{}
+	var errs []error
+	for ch, err := range c.Stream(ctx, llm.Request{Model: "claude"}) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		asm.Add(ch)
+		if ch.Type == llm.ChunkTextDelta {
+			cancel()
+		}
+	}
+	if len(errs) != 1 || llm.AsFailure(errs[0]).Code != llm.CodeAborted {
+		t.Fatalf("errors = %v; want one ABORTED", errs)
+	}
+	if got := asm.InterruptedBlocks(); len(got) != 1 || got[0].Text != "partial" {
+		t.Errorf("interrupted blocks = %+v", got)
+	}
+	noLeaks(t)
+}
+
+func TestBreakEarly(t *testing.T) {
+	srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+		sseBody(textEvents("a", "end_turn")[:3]...)(w, r)
+		<-r.Context().Done()
+	})
+	n := 0
+	for range client(t, srv, Config{}).Stream(t.Context(), llm.Request{Model: "claude"}) {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("got %d chunks after break", n)
+	}
+	noLeaks(t)
+}

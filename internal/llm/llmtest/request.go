@@ -1,0 +1,113 @@
+package llmtest
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Wire formats a [Request] can have.
+const (
+	// FormatChat is OpenAI-compatible Chat Completions (DeepSeek).
+	FormatChat = "chat"
+	// FormatAnthropic is Anthropic Messages.
+	FormatAnthropic = "anthropic"
+)
+
+// Request is one recorded HTTP request. The maps and slices are shared
+// with the server's record: treat them as read-only.
+type Request struct {
+	// Method is the HTTP method.
+	Method string
+	// Path is the URL path, e.g. "/v1/messages".
+	Path string
+	// Header holds the request headers (a copy).
+	Header http.Header
+	// Body is the raw request body.
+	Body []byte
+	// Format is FormatChat or FormatAnthropic by endpoint, "" for an
+	// unknown path.
+	Format string
+	// Stream is the body's "stream" flag.
+	Stream bool
+	// JSON is the decoded body, nil when the body is not a JSON object.
+	JSON map[string]any
+}
+
+// Model returns the body's "model".
+func (r Request) Model() string {
+	s, _ := r.JSON["model"].(string)
+	return s
+}
+
+// Messages returns the body's "messages" entries that are objects.
+func (r Request) Messages() []map[string]any {
+	return objects(r.JSON["messages"])
+}
+
+// ToolNames returns the names of the tools offered, in order, reading
+// either the chat shape ({"type":"function","function":{"name":...}}) or
+// the Anthropic one ({"name":...}).
+func (r Request) ToolNames() []string {
+	var out []string
+	for _, t := range objects(r.JSON["tools"]) {
+		if fn, ok := t["function"].(map[string]any); ok {
+			t = fn
+		}
+		if name, ok := t["name"].(string); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// ToolResultCount returns how many tool results the conversation carries
+// (chat "tool" messages or Anthropic "tool_result" blocks). It lets a
+// fallback script know how far a conversation has got without keeping any
+// state, so one server can serve many conversations at once.
+func (r Request) ToolResultCount() int {
+	n := 0
+	for _, m := range r.Messages() {
+		if m["role"] == "tool" {
+			n++
+			continue
+		}
+		for _, b := range objects(m["content"]) {
+			if b["type"] == "tool_result" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func objects(v any) []map[string]any {
+	list, _ := v.([]any)
+	var out []map[string]any
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// LoopFallback returns a fallback for [Server.SetFallback] that answers a
+// call of tool with args until the conversation holds steps tool results,
+// then a final text. It reads progress from the request (see
+// ToolResultCount), so concurrent conversations each get their own loop.
+// Usage is a rough estimate (a token per 4 body bytes) so that benchmarks
+// see plausible, growing numbers.
+func LoopFallback(tool, args string, steps int) func(Request) Response {
+	return func(r Request) Response {
+		u := &Usage{Input: len(r.Body) / 4, Output: 16}
+		done := r.ToolResultCount()
+		if done < steps {
+			return Response{
+				Text:      fmt.Sprintf("step %d of %d", done+1, steps),
+				ToolCalls: []ToolCall{{Name: tool, Arguments: args}},
+				Usage:     u,
+			}
+		}
+		return Response{Text: fmt.Sprintf("done after %d steps", steps), Usage: u}
+	}
+}

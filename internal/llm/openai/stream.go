@@ -1,0 +1,315 @@
+package openai
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/sse"
+)
+
+// chatChunk is one streamed Chat Completions event.
+type chatChunk struct {
+	Choices []struct {
+		Index        int     `json:"index"`
+		Delta        delta   `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *wireUsage      `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+type delta struct {
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content"`
+	// Reasoning is the field some OpenAI-compatible servers (vLLM,
+	// Ollama, OpenRouter) use instead of DeepSeek's reasoning_content.
+	Reasoning string          `json:"reasoning"`
+	ToolCalls []toolCallDelta `json:"tool_calls"`
+}
+
+type toolCallDelta struct {
+	// Index is the call's position; a few servers omit it, see callKey.
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireUsage struct {
+	PromptTokens         int64  `json:"prompt_tokens"`
+	CompletionTokens     int64  `json:"completion_tokens"`
+	PromptCacheHitTokens *int64 `json:"prompt_cache_hit_tokens"`
+	PromptTokensDetails  *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// usage converts to disjoint counters: the wire's prompt_tokens includes
+// cached tokens, llm.Usage.InputTokens must not.
+func (u *wireUsage) usage() llm.Usage {
+	var cached int64
+	switch {
+	case u.PromptCacheHitTokens != nil:
+		cached = *u.PromptCacheHitTokens
+	case u.PromptTokensDetails != nil:
+		cached = u.PromptTokensDetails.CachedTokens
+	}
+	out := llm.Usage{
+		InputTokens:     max(u.PromptTokens-cached, 0),
+		CacheReadTokens: cached,
+		OutputTokens:    u.CompletionTokens,
+	}
+	if u.CompletionTokensDetails != nil {
+		out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
+	return out
+}
+
+// block is one content block being streamed.
+type block struct {
+	index    int
+	typ      llm.BlockType
+	text     strings.Builder
+	id, name string
+	args     strings.Builder
+	sentID   bool // the id and name went out on a delta
+}
+
+func (b *block) final() llm.Block {
+	switch b.typ {
+	case llm.BlockToolCall:
+		args := b.args.String()
+		if args == "" {
+			args = "{}" // a call without arguments; keep it parseable
+		}
+		if b.id == "" {
+			// A tool result must name its call, and some local servers
+			// send no ids.
+			b.id = "call_" + rand.Text()[:16]
+		}
+		return llm.Block{Type: llm.BlockToolCall, ID: b.id, Name: b.name, Arguments: args}
+	default:
+		return llm.Block{Type: b.typ, Text: b.text.String()}
+	}
+}
+
+// decoder folds Chat Completions events into chunks.
+type decoder struct {
+	yield   func(llm.Chunk, error) bool
+	stopped bool // the consumer returned false: emit nothing more
+
+	next  int            // next chunk index
+	open  []*block       // blocks started and not yet ended, in order
+	cur   *block         // the open text or reasoning block
+	calls map[int]*block // tool calls by wire index
+	last  int            // wire key of the latest call
+
+	sawText      bool
+	finishReason string
+	usage        *llm.Usage
+}
+
+func (d *decoder) emit(c llm.Chunk) bool {
+	if d.stopped {
+		return false
+	}
+	if !d.yield(c, nil) {
+		d.stopped = true
+	}
+	return !d.stopped
+}
+
+// event handles one SSE event. done reports the [DONE] sentinel.
+func (d *decoder) event(fl failer, ev sse.Event) (done bool, f *llm.Failure) {
+	data := strings.TrimSpace(ev.Data)
+	switch data {
+	case "":
+		return false, nil
+	case "[DONE]":
+		return true, nil
+	}
+	var ch chatChunk
+	if err := json.Unmarshal([]byte(data), &ch); err != nil {
+		return false, fl.fail(llm.CodeMalformedResponse, fmt.Sprintf("invalid stream event %q: %v", truncate(data, 200), err))
+	}
+	if len(ch.Error) > 0 && string(ch.Error) != "null" {
+		e := decodeAPIError(ch.Error)
+		msg := e.Message
+		if msg == "" {
+			msg = truncate(string(ch.Error), maxErrorMessage)
+		}
+		return false, fl.fail(streamErrorCode(e), "stream error: "+truncate(msg, maxErrorMessage))
+	}
+	if ch.Usage != nil {
+		u := ch.Usage.usage()
+		d.usage = &u
+	}
+	for _, c := range ch.Choices {
+		if c.Index != 0 {
+			continue // only one choice is requested
+		}
+		d.delta(c.Delta)
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			d.finishReason = *c.FinishReason
+		}
+	}
+	return false, nil
+}
+
+func (d *decoder) delta(dl delta) {
+	reasoning := dl.ReasoningContent
+	if reasoning == "" {
+		reasoning = dl.Reasoning
+	}
+	// Empty strings open nothing: DeepSeek starts with reasoning_content ""
+	// even when it will not reason.
+	if reasoning != "" {
+		b := d.textBlock(llm.BlockReasoning)
+		b.text.WriteString(reasoning)
+		d.emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Text: reasoning})
+	}
+	if dl.Content != "" {
+		d.sawText = true
+		b := d.textBlock(llm.BlockText)
+		b.text.WriteString(dl.Content)
+		d.emit(llm.Chunk{Type: llm.ChunkTextDelta, Index: b.index, Text: dl.Content})
+	}
+	for _, tc := range dl.ToolCalls {
+		d.toolCall(tc)
+	}
+}
+
+// textBlock returns the open block of type t, ending a block of the other
+// kind first so that each run of text or reasoning is its own block.
+func (d *decoder) textBlock(t llm.BlockType) *block {
+	if d.cur != nil && d.cur.typ == t {
+		return d.cur
+	}
+	d.endCur()
+	d.cur = d.start(t)
+	return d.cur
+}
+
+func (d *decoder) endCur() {
+	if d.cur != nil {
+		d.endBlock(d.cur)
+		d.cur = nil
+	}
+}
+
+func (d *decoder) start(t llm.BlockType) *block {
+	b := &block{index: d.next, typ: t}
+	d.next++
+	d.open = append(d.open, b)
+	d.emit(llm.Chunk{Type: llm.ChunkBlockStart, Index: b.index, BlockType: t})
+	return b
+}
+
+func (d *decoder) endBlock(b *block) {
+	for i, o := range d.open {
+		if o == b {
+			d.open = append(d.open[:i], d.open[i+1:]...)
+			break
+		}
+	}
+	fb := b.final()
+	d.emit(llm.Chunk{Type: llm.ChunkBlockEnd, Index: b.index, Block: &fb})
+}
+
+// toolCall folds one tool-call delta. Calls are assembled by their wire
+// index because parallel calls may interleave; the id and name usually
+// arrive only on a call's first delta.
+func (d *decoder) toolCall(tc toolCallDelta) {
+	d.endCur()
+	key := d.callKey(tc)
+	b := d.calls[key]
+	if b == nil {
+		b = d.start(llm.BlockToolCall)
+		d.calls[key] = b
+	}
+	d.last = key
+	if b.id == "" {
+		b.id = tc.ID
+	}
+	if b.name == "" {
+		b.name = tc.Function.Name
+	}
+	b.args.WriteString(tc.Function.Arguments)
+	c := llm.Chunk{Type: llm.ChunkToolCallDelta, Index: b.index, ArgumentsDelta: tc.Function.Arguments}
+	if !b.sentID && (b.id != "" || b.name != "") {
+		c.ID, c.Name = b.id, b.name
+		b.sentID = b.id != "" && b.name != ""
+	}
+	d.emit(c)
+}
+
+// callKey returns the wire index of a call. Servers that omit the index
+// send each call whole, so a new id starts a new call and a delta without
+// one continues the latest call.
+func (d *decoder) callKey(tc toolCallDelta) int {
+	if tc.Index != nil {
+		return *tc.Index
+	}
+	if tc.ID != "" {
+		for k, b := range d.calls {
+			if b.id == tc.ID {
+				return k
+			}
+		}
+		return -1 - len(d.calls) // negative keys cannot clash with real indexes
+	}
+	if len(d.calls) == 0 {
+		return -1
+	}
+	return d.last
+}
+
+// end finishes a stream that reached [DONE] or a clean end of input.
+func (d *decoder) end(fl failer) *llm.Failure {
+	if d.finishReason == "" {
+		return fl.fail(llm.CodeStreamClosed, "stream ended without a finish reason")
+	}
+	fin := &llm.Finish{}
+	switch d.finishReason {
+	case "stop", "tool_calls", "function_call":
+		fin.Reason = llm.FinishStop
+		// Some servers report "stop" even when the turn made calls.
+		if len(d.calls) > 0 {
+			fin.Reason = llm.FinishToolCalls
+		}
+		if !d.sawText && len(d.calls) == 0 {
+			d.emitUsage()
+			return fl.fail(llm.CodeEmptyResponse, "model returned no text and no tool calls (finish_reason "+d.finishReason+")")
+		}
+	case "length":
+		fin.Reason = llm.FinishMaxTokens
+	default:
+		code := llm.CodeServer
+		if d.finishReason == "content_filter" {
+			code = llm.CodeInvalidRequest
+		}
+		fin.Reason = llm.FinishError
+		fin.Failure = fl.fail(code, "model stopped with finish_reason "+d.finishReason)
+	}
+	d.endCur()
+	for len(d.open) > 0 {
+		d.endBlock(d.open[0])
+	}
+	d.emitUsage()
+	d.emit(llm.Chunk{Type: llm.ChunkFinish, Finish: fin})
+	return nil
+}
+
+func (d *decoder) emitUsage() {
+	if d.usage != nil {
+		d.emit(llm.Chunk{Type: llm.ChunkUsage, Usage: d.usage})
+	}
+}

@@ -1,0 +1,343 @@
+// Package bash is the model-facing bash tool: one fresh `bash -c` per
+// call, run in its own process group through internal/subprocess, with a
+// per-call timeout, a working directory and bounded output that ends in
+// an "[exit code: N]" marker.
+package bash
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/subprocess"
+	"github.com/dsh-dev/dsh/internal/tool"
+)
+
+// Name is the tool's model-facing name.
+const Name = "bash"
+
+// Defaults for zero Options fields.
+const (
+	DefaultOutputLimit = 30000
+	DefaultTimeout     = 120 * time.Second
+	DefaultMaxTimeout  = 600 * time.Second
+	DefaultShell       = "bash"
+)
+
+// SessionEnv is the environment variable that carries the session id to
+// commands, so scripts and hooks can tell which session ran them.
+const SessionEnv = "DSH_SESSION_ID"
+
+//go:embed bash.md
+var description string
+
+// errTimeout is the cause of the per-call timeout context; it tells our
+// own timeout apart from a deadline imposed by the caller.
+var errTimeout = errors.New("bash: command timeout")
+
+// Options configures the tool.
+type Options struct {
+	// OutputLimit is how many bytes of output are kept; 0 means
+	// DefaultOutputLimit.
+	OutputLimit int
+	// DefaultTimeout applies when the call gives no timeout_ms; 0 means
+	// DefaultTimeout.
+	DefaultTimeout time.Duration
+	// MaxTimeout caps timeout_ms (larger values are lowered to it and the
+	// output says so); 0 means DefaultMaxTimeout.
+	MaxTimeout time.Duration
+	// Shell is the program run as `Shell -c command`; "" means
+	// DefaultShell.
+	Shell string
+}
+
+func (o Options) withDefaults() Options {
+	if o.OutputLimit <= 0 {
+		o.OutputLimit = DefaultOutputLimit
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = DefaultTimeout
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = DefaultMaxTimeout
+	}
+	if o.DefaultTimeout > o.MaxTimeout {
+		o.DefaultTimeout = o.MaxTimeout
+	}
+	if o.Shell == "" {
+		o.Shell = DefaultShell
+	}
+	return o
+}
+
+// New returns the bash tool definition. It enforces its own per-call
+// timeout (from timeout_ms), so Definition.Timeout is left zero: a
+// pipeline timeout would fire without the partial output. It is never
+// concurrency-safe: commands mutate the workspace.
+func New(opts Options) tool.Definition {
+	opts = opts.withDefaults()
+	return tool.Definition{
+		Name:        Name,
+		Description: describe(opts),
+		Parameters:  parameters(opts),
+		Execute: func(ctx context.Context, c *tool.Call) (tool.Result, error) {
+			return execute(ctx, opts, c)
+		},
+	}
+}
+
+func describe(o Options) string {
+	return strings.NewReplacer(
+		"{{DEFAULT_TIMEOUT_MS}}", strconv.FormatInt(o.DefaultTimeout.Milliseconds(), 10),
+		"{{DEFAULT_TIMEOUT}}", human(o.DefaultTimeout),
+		"{{MAX_TIMEOUT_MS}}", strconv.FormatInt(o.MaxTimeout.Milliseconds(), 10),
+		"{{MAX_TIMEOUT}}", human(o.MaxTimeout),
+		"{{OUTPUT_LIMIT}}", strconv.Itoa(o.OutputLimit),
+	).Replace(strings.TrimSpace(description))
+}
+
+func parameters(o Options) json.RawMessage {
+	// Written out rather than marshalled from a map so the property order
+	// reads naturally for the model (map keys would be sorted).
+	return json.RawMessage(fmt.Sprintf(`{"type":"object",`+
+		`"properties":{`+
+		`"command":{"type":"string","description":"The bash command to run."},`+
+		`"description":{"type":"string","description":"A few words saying what the command does, shown to the user."},`+
+		`"timeout_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"Timeout in milliseconds (default %d, maximum %d)."},`+
+		`"workdir":{"type":"string","description":"Directory to run in; relative paths resolve against the session working directory (the default)."}`+
+		`},"required":["command"],"additionalProperties":false}`,
+		o.MaxTimeout.Milliseconds(), o.DefaultTimeout.Milliseconds(), o.MaxTimeout.Milliseconds()))
+}
+
+// maxTimeoutMs bounds a parsed timeout_ms (about 31 years).
+const maxTimeoutMs = 1e12
+
+// args are the validated call arguments.
+type args struct {
+	Command     string
+	Description string
+	Timeout     time.Duration // 0: not given
+	TimeoutMs   int64         // as given, for the clamp note
+	Workdir     string
+}
+
+// parseArgs validates the arguments by hand rather than with
+// json.Unmarshal into a struct, so that every wrong type gets a message
+// naming the field and the model can fix its call. Unknown fields are
+// ignored; null counts as absent.
+func parseArgs(raw json.RawMessage) (args, error) {
+	var a args
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return a, invalid("arguments must be a JSON object")
+	}
+	str := func(name string) (string, bool, error) {
+		v, ok := fields[name]
+		if !ok || string(v) == "null" {
+			return "", false, nil
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", false, invalid("%s must be a string", name)
+		}
+		return s, true, nil
+	}
+	cmd, ok, err := str("command")
+	if err != nil {
+		return a, err
+	}
+	if !ok || strings.TrimSpace(cmd) == "" {
+		return a, invalid("command is required and must be a non-empty string")
+	}
+	a.Command = cmd
+	if a.Description, _, err = str("description"); err != nil {
+		return a, err
+	}
+	if a.Workdir, _, err = str("workdir"); err != nil {
+		return a, err
+	}
+	if v, ok := fields["timeout_ms"]; ok && string(v) != "null" {
+		ms, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64)
+		// ParseFloat also accepts "Inf" and "0x10"; the JSON check rules
+		// those out, and an integral float (120000.0) is tolerated.
+		if err != nil || !json.Valid(v) || ms != math.Trunc(ms) {
+			return a, invalid("timeout_ms must be an integer number of milliseconds")
+		}
+		if ms < 1 {
+			return a, invalid("timeout_ms must be at least 1")
+		}
+		// Anything this large is clamped to MaxTimeout later; capping here
+		// keeps the Duration arithmetic from overflowing.
+		ms = min(ms, maxTimeoutMs)
+		a.TimeoutMs = int64(ms)
+		a.Timeout = time.Duration(a.TimeoutMs) * time.Millisecond
+	}
+	return a, nil
+}
+
+func invalid(format string, v ...any) error {
+	return tool.Errorf(tool.CodeInvalidArgs, "invalid arguments for bash: "+format, v...)
+}
+
+// resolveWorkdir picks the directory: workdir (relative to the session
+// cwd, ~ expanded) or the session cwd itself.
+func resolveWorkdir(cwd, workdir string) (string, error) {
+	base := cwd
+	if base == "" {
+		var err error
+		if base, err = os.Getwd(); err != nil {
+			return "", tool.Errorf(tool.CodeFailed, "cannot determine the working directory: %v", err)
+		}
+	}
+	dir := base
+	if workdir != "" {
+		dir = workdir
+		if dir == "~" || strings.HasPrefix(dir, "~/") {
+			if home, err := os.UserHomeDir(); err == nil {
+				dir = filepath.Join(home, dir[1:])
+			}
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(base, dir)
+		}
+		dir = filepath.Clean(dir)
+	}
+	fi, err := os.Stat(dir)
+	code := tool.CodeFailed // a broken session cwd is not the model's fault
+	if workdir != "" {
+		code = tool.CodeInvalidArgs
+	}
+	switch {
+	case err != nil:
+		return "", tool.Errorf(code, "workdir %s does not exist", dir)
+	case !fi.IsDir():
+		return "", tool.Errorf(code, "workdir %s is not a directory", dir)
+	}
+	return dir, nil
+}
+
+// meta is the structured, logged side of a result.
+type meta struct {
+	ExitCode    int    `json:"exitCode"`
+	DurationMs  int64  `json:"durationMs"`
+	ElidedBytes int64  `json:"elidedBytes"`
+	TotalBytes  int64  `json:"totalBytes"`
+	Workdir     string `json:"workdir"`
+	TimedOut    bool   `json:"timedOut,omitempty"`
+	Cancelled   bool   `json:"cancelled,omitempty"`
+}
+
+func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
+	a, err := parseArgs(c.Arguments)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	dir, err := resolveWorkdir(c.Cwd, a.Workdir)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	var notes []string
+	timeout := o.DefaultTimeout
+	if a.Timeout > 0 {
+		timeout = a.Timeout
+		if timeout > o.MaxTimeout {
+			// Clamped rather than rejected: the command is still worth
+			// running, and the note tells the model what happened.
+			timeout = o.MaxTimeout
+			notes = append(notes, fmt.Sprintf("[timeout_ms %d is over the maximum of %d; used %d]",
+				a.TimeoutMs, o.MaxTimeout.Milliseconds(), o.MaxTimeout.Milliseconds()))
+		}
+	}
+
+	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
+	defer cancel()
+	out, err := subprocess.Run(runCtx, subprocess.Spec{
+		Argv:        []string{o.Shell, "-c", a.Command},
+		Dir:         dir,
+		Env:         environ(c.SessionID),
+		OutputLimit: o.OutputLimit,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled")
+		}
+		return tool.Result{}, tool.Errorf(tool.CodeFailed, "could not start %s: %v", o.Shell, err)
+	}
+
+	var text strings.Builder
+	body := strings.TrimRight(strings.ToValidUTF8(string(out.Output), "\uFFFD"), "\n")
+	if body == "" {
+		body = "(no output)"
+	}
+	text.WriteString(body)
+	text.WriteString("\n\n")
+	for _, n := range notes {
+		text.WriteString(n + "\n")
+	}
+	res := tool.Result{}
+	switch {
+	case out.TimedOut:
+		limit := timeout
+		if context.Cause(runCtx) != errTimeout {
+			limit = out.Duration.Round(time.Millisecond) // the caller's deadline, not ours
+		}
+		fmt.Fprintf(&text, "[timed out after %s; process group killed]", human(limit))
+		res.IsError = true
+		res.Error = tool.Errorf(tool.CodeTimeout, "command timed out after %s", human(limit))
+	case out.Cancelled:
+		text.WriteString("[cancelled; process group killed]")
+		res.IsError = true
+		res.Error = tool.Errorf(tool.CodeAborted, "tool call cancelled")
+	default:
+		if out.Signaled {
+			sig := syscall.Signal(out.ExitCode - 128)
+			fmt.Fprintf(&text, "[killed by signal %d (%s)]\n", int(sig), sig)
+		}
+		fmt.Fprintf(&text, "[exit code: %d]", out.ExitCode)
+	}
+	res.Content = tool.Text(text.String()).Content
+	res.Meta, _ = json.Marshal(meta{
+		ExitCode:    out.ExitCode,
+		DurationMs:  out.Duration.Milliseconds(),
+		ElidedBytes: out.Elided,
+		TotalBytes:  out.TotalBytes,
+		Workdir:     dir,
+		TimedOut:    out.TimedOut,
+		Cancelled:   out.Cancelled,
+	})
+	return res, nil
+}
+
+// environ is this process's environment with the session id set.
+func environ(sessionID string) []string {
+	env := os.Environ()
+	if sessionID == "" {
+		return env
+	}
+	out := env[:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, SessionEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, SessionEnv+"="+sessionID)
+}
+
+// human formats whole seconds as "120s" (what the docs and markers say)
+// and anything else the way time.Duration does ("1.5s", "300ms").
+func human(d time.Duration) string {
+	if d >= time.Second && d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}
