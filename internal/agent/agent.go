@@ -100,6 +100,10 @@ type Agent struct {
 	lastHeader []byte
 	lastCtx    session.RequestContext
 	resumed    bool
+
+	seedOnce    sync.Once
+	needSeedEnd bool
+	seedErr     error
 }
 
 // CancelCause is the cause attached to a cancelled turn.
@@ -142,13 +146,21 @@ func New(cfg Config) (*Agent, error) {
 				_ = e.Decode(&a.lastCtx)
 			}
 		}
-		if events[len(events)-1].Type != session.TypeEndSeed {
-			if _, err := cfg.Log.Append(session.TypeEndSeed, struct{}{}); err != nil {
-				return nil, err
-			}
-		}
+		a.needSeedEnd = events[len(events)-1].Type != session.TypeEndSeed
 	}
 	return a, nil
+}
+
+// goLive appends session/end-seed as the first live write of a resumed
+// session. It is deferred to the first write so observers attached after
+// New see it.
+func (a *Agent) goLive() error {
+	a.seedOnce.Do(func() {
+		if a.needSeedEnd {
+			_, a.seedErr = a.log.Append(session.TypeEndSeed, struct{}{})
+		}
+	})
+	return a.seedErr
 }
 
 // Log returns the agent's session log.
@@ -160,15 +172,22 @@ func NewUserMessage(text string) llm.Message {
 }
 
 // Queue adds msg as the prompt of a later turn.
-func (a *Agent) Queue(msg llm.Message) error { return a.inbox.push(session.TargetNextTurn, msg) }
+func (a *Agent) Queue(msg llm.Message) error { return a.push(session.TargetNextTurn, msg) }
 
 // Steer adds msg to the next step of the running turn (an idle agent
 // starts a turn with it on the next Run).
-func (a *Agent) Steer(msg llm.Message) error { return a.inbox.push(session.TargetNextStep, msg) }
+func (a *Agent) Steer(msg llm.Message) error { return a.push(session.TargetNextStep, msg) }
 
 // Inject adds model-facing context to the next step without waking an
 // idle agent.
-func (a *Agent) Inject(msg llm.Message) error { return a.inbox.push(session.TargetNextStep, msg) }
+func (a *Agent) Inject(msg llm.Message) error { return a.push(session.TargetNextStep, msg) }
+
+func (a *Agent) push(target string, msg llm.Message) error {
+	if err := a.goLive(); err != nil {
+		return err
+	}
+	return a.inbox.push(target, msg)
+}
 
 // Pending reports the queued next-turn and next-step counts.
 func (a *Agent) Pending() (nextTurn, nextStep int) { return a.inbox.pending() }
@@ -184,6 +203,9 @@ func (a *Agent) Cancel(cause string, keepInbox bool) error {
 		cancel(&CancelCause{Kind: cause})
 	}
 	if !keepInbox {
+		if err := a.goLive(); err != nil {
+			return err
+		}
 		return a.inbox.clear()
 	}
 	return nil
@@ -206,6 +228,9 @@ func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 		a.running = false
 		a.mu.Unlock()
 	}()
+	if err := a.goLive(); err != nil {
+		return Outcome{}, err
+	}
 	var last Outcome
 	ran := false
 	for {
