@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -101,6 +100,9 @@ type Agent struct {
 	lastCtx    session.RequestContext
 	resumed    bool
 
+	// wake is signalled by waking input (Queue, Steer) for Serve.
+	wake chan struct{}
+
 	seedOnce    sync.Once
 	needSeedEnd bool
 	seedErr     error
@@ -124,7 +126,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log}
+	a := &Agent{cfg: cfg, log: cfg.Log, wake: make(chan struct{}, 1)}
 	a.inbox.log = cfg.Log
 	events := cfg.Log.Events()
 	if len(events) > 0 {
@@ -172,21 +174,55 @@ func NewUserMessage(text string) llm.Message {
 }
 
 // Queue adds msg as the prompt of a later turn.
-func (a *Agent) Queue(msg llm.Message) error { return a.push(session.TargetNextTurn, msg) }
+func (a *Agent) Queue(msg llm.Message) error { return a.push(session.TargetNextTurn, msg, true) }
 
 // Steer adds msg to the next step of the running turn (an idle agent
 // starts a turn with it on the next Run).
-func (a *Agent) Steer(msg llm.Message) error { return a.push(session.TargetNextStep, msg) }
+func (a *Agent) Steer(msg llm.Message) error { return a.push(session.TargetNextStep, msg, true) }
 
 // Inject adds model-facing context to the next step without waking an
 // idle agent.
-func (a *Agent) Inject(msg llm.Message) error { return a.push(session.TargetNextStep, msg) }
+func (a *Agent) Inject(msg llm.Message) error { return a.push(session.TargetNextStep, msg, false) }
 
-func (a *Agent) push(target string, msg llm.Message) error {
+func (a *Agent) push(target string, msg llm.Message, wake bool) error {
 	if err := a.goLive(); err != nil {
 		return err
 	}
-	return a.inbox.push(target, msg)
+	if err := a.inbox.push(target, msg); err != nil {
+		return err
+	}
+	if wake {
+		select {
+		case a.wake <- struct{}{}:
+		default: // a wake is already pending
+		}
+	}
+	return nil
+}
+
+// Serve drives the agent as a long-lived service: whenever waking input
+// arrives (Queue or Steer) it runs turns until the inbox is empty, then
+// waits again. Injected context waits for the next wake. onIdle, when
+// non-nil, receives each run's outcome. Serve returns when ctx ends or a
+// run fails to write the log.
+func (a *Agent) Serve(ctx context.Context, onIdle func(Outcome)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-a.wake:
+		}
+		if nt, ns := a.inbox.pending(); nt == 0 && ns == 0 {
+			continue
+		}
+		out, err := a.Run(ctx)
+		if err != nil {
+			return err
+		}
+		if onIdle != nil {
+			onIdle(out)
+		}
+	}
 }
 
 // Pending reports the queued next-turn and next-step counts.
@@ -389,6 +425,3 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return context.Cause(ctx)
 	}
 }
-
-// errorf wraps a log failure with context.
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -431,3 +431,39 @@ func TestRunWithEmptyInboxIsANoop(t *testing.T) {
 		t.Fatalf("out=%+v err=%v len=%d", out, err, h.log.Len())
 	}
 }
+
+func TestServeWakesOnQueueAndSteerButNotInject(t *testing.T) {
+	h := newHarness(t)
+	outcomes := make(chan agent.Outcome, 4)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.agent.Serve(ctx, func(o agent.Outcome) { outcomes <- o }) }()
+
+	// Injected context alone does not start a turn…
+	if err := h.agent.Inject(agent.NewUserMessage("context only")); err != nil {
+		t.Fatal(err)
+	}
+	// …but it rides along with the next woken turn.
+	h.srv.Enqueue(llmtest.Response{Text: "one"}, llmtest.Response{Text: "two"})
+	if err := h.agent.Queue(agent.NewUserMessage("queued")); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-outcomes; o.Text != "one" || o.Turn != 1 {
+		t.Fatalf("first outcome %+v", o)
+	}
+	msgs := h.srv.Requests()[0].Messages()
+	if len(msgs) != 3 || msgText(msgs[1]) != "context only" || msgText(msgs[2]) != "queued" {
+		t.Errorf("first request messages %v", msgs)
+	}
+	if err := h.agent.Steer(agent.NewUserMessage("steer an idle agent")); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-outcomes; o.Text != "two" || o.Turn != 2 {
+		t.Fatalf("second outcome %+v", o)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("Serve returned nil after cancel")
+	}
+	checkBalanced(t, h.log.Events())
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
 )
 
 func TestHTTPErrors(t *testing.T) {
@@ -82,7 +83,7 @@ func TestStreamErrorCode(t *testing.T) {
 		"something_new":         llm.CodeServer,
 	}
 	for typ, want := range tests {
-		if got := streamErrorCode(apiError{Type: typ}); got != want {
+		if got := streamErrorCode(llmhttp.APIError{Type: typ}); got != want {
 			t.Errorf("streamErrorCode(%s) = %s; want %s", typ, got, want)
 		}
 	}

@@ -26,7 +26,7 @@ var thinkingBudget = map[llm.Effort]int{
 type messagesRequest struct {
 	Model       string          `json:"model"`
 	MaxTokens   int             `json:"max_tokens"`
-	System      string          `json:"system,omitempty"`
+	System      []contentBlock  `json:"system,omitempty"`
 	Messages    []message       `json:"messages"`
 	Tools       []tool          `json:"tools,omitempty"`
 	Stream      bool            `json:"stream"`
@@ -40,10 +40,20 @@ type thinkingOption struct {
 }
 
 type tool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl *cacheControl   `json:"cache_control,omitempty"`
 }
+
+// cacheControl marks a prompt-cache breakpoint: the API caches the
+// prompt prefix that ends with the marked tool or block.
+type cacheControl struct {
+	Type string `json:"type"`
+}
+
+// ephemeral returns the breakpoint of the default (5 minute) cache.
+func ephemeral() *cacheControl { return &cacheControl{Type: "ephemeral"} }
 
 type message struct {
 	Role    string         `json:"role"`
@@ -65,6 +75,8 @@ type contentBlock struct {
 	Content   []contentBlock  `json:"content,omitempty"`
 	IsError   *bool           `json:"is_error,omitempty"`
 	Source    *imageSource    `json:"source,omitempty"`
+
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 type imageSource struct {
@@ -81,10 +93,12 @@ func buildRequest(req llm.Request) messagesRequest {
 	body := messagesRequest{
 		Model:       req.Model,
 		MaxTokens:   req.MaxTokens,
-		System:      req.System,
 		Messages:    messages(req.Messages),
 		Stream:      true,
 		Temperature: req.Temperature,
+	}
+	if req.System != "" {
+		body.System = []contentBlock{{Type: "text", Text: req.System}}
 	}
 	if body.MaxTokens <= 0 {
 		body.MaxTokens = DefaultMaxTokens
@@ -112,7 +126,40 @@ func buildRequest(req llm.Request) messagesRequest {
 		}
 		body.Tools = append(body.Tools, tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
+	setCacheBreakpoints(&body)
 	return body
+}
+
+// setCacheBreakpoints marks where Anthropic's prompt cache may end: after
+// the tools, after the system prompt and after the last block of the
+// conversation. The API caches prefixes in that order (tools, system,
+// messages), so the first two survive a changed conversation and the
+// third lets the next call, whose history extends this one, read the
+// whole previous prompt from the cache. That is three of the four
+// breakpoints a request may carry. A prefix shorter than the model's
+// minimum is simply not cached.
+func setCacheBreakpoints(body *messagesRequest) {
+	if n := len(body.Tools); n > 0 {
+		body.Tools[n-1].CacheControl = ephemeral()
+	}
+	if n := len(body.System); n > 0 {
+		body.System[n-1].CacheControl = ephemeral()
+	}
+	if n := len(body.Messages); n > 0 {
+		content := body.Messages[n-1].Content
+		for i := len(content) - 1; i >= 0; i-- {
+			if cacheable(content[i]) {
+				content[i].CacheControl = ephemeral()
+				break
+			}
+		}
+	}
+}
+
+// cacheable reports whether a block can carry cache_control: thinking
+// blocks cannot (they are cached as part of the turn around them).
+func cacheable(b contentBlock) bool {
+	return b.Type != "thinking" && b.Type != "redacted_thinking"
 }
 
 // messages translates history. The API knows only user and assistant

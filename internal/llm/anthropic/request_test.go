@@ -2,7 +2,10 @@ package anthropic
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -52,7 +55,7 @@ const wantMessages = `[
 		{"type":"tool_result","tool_use_id":"toolu_3","content":[{"type":"text","text":"bad args"}],"is_error":false},
 		{"type":"text","text":"note"},
 		{"type":"text","text":"sys note"}]},
-	{"role":"assistant","content":[{"type":"text","text":"Done."},{"type":"text","text":"More."}]}]`
+	{"role":"assistant","content":[{"type":"text","text":"Done."},{"type":"text","text":"More.","cache_control":{"type":"ephemeral"}}]}]`
 
 func TestRequestBody(t *testing.T) {
 	srv, cap := server(t, sseBody(textEvents("ok", "end_turn")...))
@@ -62,10 +65,10 @@ func TestRequestBody(t *testing.T) {
 		Tools: []llm.ToolSchema{{Name: "read", Description: "read a file", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}, {Name: "now"}},
 	}
 	res := drain(t, t.Context(), client(t, srv, Config{APIKey: "sk-ant", UserAgent: "dsh/1.0", Headers: map[string]string{"anthropic-beta": "x"}}), req)
-	if res.failure != nil {
-		t.Fatal(res.failure)
+	if res.Failure != nil {
+		t.Fatal(res.Failure)
 	}
-	h, path, body := cap.get()
+	h, path, body := cap.Get()
 	if path != "/v1/messages" {
 		t.Errorf("path = %s", path)
 	}
@@ -85,10 +88,15 @@ func TestRequestBody(t *testing.T) {
 		got, _ := json.MarshalIndent(body["messages"], "", " ")
 		t.Errorf("messages:\n%s", got)
 	}
-	for k, v := range map[string]any{"model": "claude-sonnet-4-5", "system": "be brief", "stream": true, "max_tokens": 32000.0, "temperature": 0.3} {
+	for k, v := range map[string]any{"model": "claude-sonnet-4-5", "stream": true, "max_tokens": 32000.0, "temperature": 0.3} {
 		if body[k] != v {
 			t.Errorf("%s = %v; want %v", k, body[k], v)
 		}
+	}
+	// The system prompt is a cacheable text block.
+	wantSystem := []any{map[string]any{"type": "text", "text": "be brief", "cache_control": map[string]any{"type": "ephemeral"}}}
+	if !reflect.DeepEqual(body["system"], wantSystem) {
+		t.Errorf("system = %v; want %v", body["system"], wantSystem)
 	}
 	if _, ok := body["thinking"]; ok {
 		t.Errorf("thinking = %v; want absent without effort", body["thinking"])
@@ -98,6 +106,9 @@ func TestRequestBody(t *testing.T) {
 	}
 	if got := jsonPath(body, "tools", 1, "input_schema", "type"); got != "object" {
 		t.Errorf("tools[1] = %v; want an empty object schema", jsonPath(body, "tools", 1))
+	}
+	if jsonPath(body, "tools", 0, "cache_control") != nil || jsonPath(body, "tools", 1, "cache_control", "type") != "ephemeral" {
+		t.Errorf("tools = %v; want cache_control on the last tool only", body["tools"])
 	}
 }
 
@@ -152,16 +163,109 @@ func TestThinkingRoundTrip(t *testing.T) {
 		messageStop,
 	))
 	res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "m", Effort: llm.EffortHigh})
-	if res.failure != nil {
-		t.Fatal(res.failure)
+	if res.Failure != nil {
+		t.Fatal(res.Failure)
 	}
 	next := buildRequest(llm.Request{Model: "m", Messages: []llm.Message{
 		{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("q")}},
-		{Role: llm.RoleAssistant, Content: res.asm.Blocks()},
+		{Role: llm.RoleAssistant, Content: res.Asm.Blocks()},
+		{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("and?")}},
 	}})
 	got, _ := json.Marshal(next.Messages[1].Content)
 	want := `[{"type":"thinking","thinking":"deep thought","signature":"c2lnbmF0dXJl"},{"type":"text","text":"42"}]`
 	if string(got) != want {
 		t.Errorf("replayed assistant content:\n got %s\nwant %s", got, want)
 	}
+}
+
+// TestCacheBreakpoints checks where cache_control lands in the encoded
+// body: on the system block, the last tool and the last block of the
+// final message that can carry it, and nowhere else.
+func TestCacheBreakpoints(t *testing.T) {
+	user := func(bs ...llm.Block) llm.Message { return llm.Message{Role: llm.RoleUser, Content: bs} }
+	assistant := func(bs ...llm.Block) llm.Message { return llm.Message{Role: llm.RoleAssistant, Content: bs} }
+	thinking := llm.Block{Type: llm.BlockReasoning, Text: "hm", Signature: "sig"}
+	redacted := llm.Block{Type: llm.BlockReasoning, Signature: "ENC"}
+	call := llm.Block{Type: llm.BlockToolCall, ID: "toolu_1", Name: "read", Arguments: `{}`}
+	result := llm.Block{Type: llm.BlockToolResult, ToolCallID: "toolu_1", Content: []llm.Block{llm.TextBlock("ok")}}
+	image := llm.Block{Type: llm.BlockImage, MediaType: "image/png", Data: "iVBO"}
+	tools := []llm.ToolSchema{{Name: "read"}, {Name: "grep"}, {Name: "bash"}}
+	tests := []struct {
+		name string
+		req  llm.Request
+		want []string // paths of the blocks that carry cache_control
+	}{
+		{"empty request", llm.Request{}, nil},
+		{"all three", llm.Request{System: "sys", Tools: tools, Messages: []llm.Message{user(llm.TextBlock("hi"))}},
+			[]string{"messages.0.content.0", "system.0", "tools.2"}},
+		{"no system, no tools", llm.Request{Messages: []llm.Message{user(llm.TextBlock("a"), image)}},
+			[]string{"messages.0.content.1"}},
+		{"one tool", llm.Request{Tools: tools[:1]}, []string{"tools.0"}},
+		{"only the final message", llm.Request{Messages: []llm.Message{user(llm.TextBlock("a")), assistant(llm.TextBlock("b")), user(llm.TextBlock("c"))}},
+			[]string{"messages.2.content.0"}},
+		// The note merges into the results' user turn behind them.
+		{"tool results then a note", llm.Request{Messages: []llm.Message{user(llm.TextBlock("a")), assistant(call), user(result), {Role: llm.RoleSystem, Content: []llm.Block{llm.TextBlock("note")}}}},
+			[]string{"messages.2.content.1"}},
+		{"tool result last", llm.Request{Messages: []llm.Message{user(llm.TextBlock("a")), assistant(call), user(result)}},
+			[]string{"messages.2.content.0"}},
+		{"tool use last", llm.Request{Messages: []llm.Message{user(llm.TextBlock("a")), assistant(thinking, call)}},
+			[]string{"messages.1.content.1"}},
+		{"thinking skipped", llm.Request{Messages: []llm.Message{user(llm.TextBlock("a")), assistant(llm.TextBlock("b"), thinking, redacted)}},
+			[]string{"messages.1.content.0"}},
+		{"nothing cacheable in the final message", llm.Request{Messages: []llm.Message{user(llm.TextBlock("a")), assistant(thinking, redacted)}},
+			nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := json.Marshal(buildRequest(tt.req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body any
+			if err := json.Unmarshal(raw, &body); err != nil {
+				t.Fatal(err)
+			}
+			got := cachePaths(body, "")
+			sort.Strings(got)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("cache_control at %v; want %v\n%s", got, tt.want, raw)
+			}
+			if len(got) > 4 {
+				t.Errorf("%d breakpoints; the API allows 4", len(got))
+			}
+			if s, ok := body.(map[string]any)["system"]; ok != (tt.req.System != "") {
+				t.Errorf("system = %v for %q", s, tt.req.System)
+			}
+		})
+	}
+}
+
+// cachePaths lists the dotted paths of the JSON objects under v that
+// carry cache_control, checking that each says {"type":"ephemeral"}.
+func cachePaths(v any, path string) []string {
+	var out []string
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			if k == "cache_control" {
+				if !reflect.DeepEqual(c, map[string]any{"type": "ephemeral"}) {
+					return append(out, path+" (bad "+fmt.Sprint(c)+")")
+				}
+				out = append(out, path)
+				continue
+			}
+			out = append(out, cachePaths(c, join(k))...)
+		}
+	case []any:
+		for i, c := range x {
+			out = append(out, cachePaths(c, join(strconv.Itoa(i)))...)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
 	"github.com/dsh-dev/dsh/internal/llm/sse"
 )
 
@@ -73,7 +74,8 @@ type block struct {
 	input json.RawMessage // tool_use input given whole at block start
 }
 
-func (b *block) final() llm.Block {
+// Final assembles the block when it ends.
+func (b *block) Final() llm.Block {
 	switch b.typ {
 	case llm.BlockToolCall:
 		args := b.args.String()
@@ -93,12 +95,10 @@ func (b *block) final() llm.Block {
 
 // decoder folds Messages stream events into chunks.
 type decoder struct {
-	yield   func(llm.Chunk, error) bool
-	stopped bool // the consumer returned false: emit nothing more
+	llmhttp.Emitter
+	fl llmhttp.Failer
 
-	next   int            // next chunk index
 	blocks map[int]*block // open blocks by wire index
-	order  []*block       // open blocks in start order
 
 	sawText    bool
 	calls      int
@@ -107,24 +107,16 @@ type decoder struct {
 	sawUsage   bool
 }
 
-func (d *decoder) emit(c llm.Chunk) bool {
-	if d.stopped {
-		return false
-	}
-	if !d.yield(c, nil) {
-		d.stopped = true
-	}
-	return !d.stopped
-}
+var _ llmhttp.Decoder = (*decoder)(nil)
 
-// event handles one SSE event. done reports message_stop.
-func (d *decoder) event(fl failer, ev sse.Event) (done bool, f *llm.Failure) {
+// Event handles one SSE event. done reports message_stop.
+func (d *decoder) Event(ev sse.Event) (done bool, f *llm.Failure) {
 	if strings.TrimSpace(ev.Data) == "" {
 		return false, nil
 	}
 	var e streamEvent
 	if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
-		return false, fl.fail(llm.CodeMalformedResponse, fmt.Sprintf("invalid %s event %q: %v", ev.Event, truncate(ev.Data, 200), err))
+		return false, d.fl.Fail(llm.CodeMalformedResponse, fmt.Sprintf("invalid %s event %q: %v", ev.Event, llmhttp.Truncate(ev.Data, 200), err))
 	}
 	if e.Type == "" {
 		e.Type = ev.Event
@@ -158,12 +150,12 @@ func (d *decoder) event(fl failer, ev sse.Event) (done bool, f *llm.Failure) {
 	case "message_stop":
 		return true, nil
 	case "error":
-		ae := decodeAPIError(e.Error)
+		ae := llmhttp.DecodeAPIError(e.Error)
 		msg := ae.Message
 		if msg == "" {
 			msg = ae.Type
 		}
-		return false, fl.fail(streamErrorCode(ae), "stream error: "+truncate(msg, maxErrorMessage))
+		return false, d.fl.Fail(streamErrorCode(ae), "stream error: "+llmhttp.Truncate(msg, llmhttp.MaxErrorMessage))
 	}
 	// ping and event types added after this was written are activity only.
 	return false, nil
@@ -184,11 +176,9 @@ func (d *decoder) start(e streamEvent) {
 		// vocabulary; their deltas are dropped with them.
 		return
 	}
-	b := &block{index: d.next, wire: e.Index, typ: typ}
-	d.next++
+	b := &block{wire: e.Index, typ: typ}
 	d.blocks[e.Index] = b
-	d.order = append(d.order, b)
-	d.emit(llm.Chunk{Type: llm.ChunkBlockStart, Index: b.index, BlockType: typ})
+	b.index = d.StartBlock(typ, b)
 	switch cb.Type {
 	case "text":
 		d.text(b, cb.Text)
@@ -196,14 +186,14 @@ func (d *decoder) start(e streamEvent) {
 		// Encrypted thinking must be replayed verbatim; it travels as a
 		// signature with no text (see request.go).
 		b.sig.WriteString(cb.Data)
-		d.emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Signature: cb.Data})
+		d.Emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Signature: cb.Data})
 	case "tool_use":
 		d.calls++
 		b.id, b.name = cb.ID, cb.Name
 		if in := strings.TrimSpace(string(cb.Input)); in != "" && in != "{}" && in != "null" {
 			b.input = cb.Input
 		}
-		d.emit(llm.Chunk{Type: llm.ChunkToolCallDelta, Index: b.index, ID: b.id, Name: b.name})
+		d.Emit(llm.Chunk{Type: llm.ChunkToolCallDelta, Index: b.index, ID: b.id, Name: b.name})
 	}
 }
 
@@ -213,7 +203,7 @@ func (d *decoder) text(b *block, s string) {
 	}
 	d.sawText = true
 	b.text.WriteString(s)
-	d.emit(llm.Chunk{Type: llm.ChunkTextDelta, Index: b.index, Text: s})
+	d.Emit(llm.Chunk{Type: llm.ChunkTextDelta, Index: b.index, Text: s})
 }
 
 func (d *decoder) delta(e streamEvent) {
@@ -227,13 +217,13 @@ func (d *decoder) delta(e streamEvent) {
 		d.text(b, dl.Text)
 	case dl.Type == "thinking_delta" && b.typ == llm.BlockReasoning && dl.Thinking != "":
 		b.text.WriteString(dl.Thinking)
-		d.emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Text: dl.Thinking})
+		d.Emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Text: dl.Thinking})
 	case dl.Type == "signature_delta" && b.typ == llm.BlockReasoning && dl.Signature != "":
 		b.sig.WriteString(dl.Signature)
-		d.emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Signature: dl.Signature})
+		d.Emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Signature: dl.Signature})
 	case dl.Type == "input_json_delta" && b.typ == llm.BlockToolCall && dl.PartialJSON != "":
 		b.args.WriteString(dl.PartialJSON)
-		d.emit(llm.Chunk{Type: llm.ChunkToolCallDelta, Index: b.index, ArgumentsDelta: dl.PartialJSON})
+		d.Emit(llm.Chunk{Type: llm.ChunkToolCallDelta, Index: b.index, ArgumentsDelta: dl.PartialJSON})
 	}
 }
 
@@ -242,24 +232,21 @@ func (d *decoder) endBlock(b *block) {
 	if d.blocks[b.wire] == b {
 		delete(d.blocks, b.wire)
 	}
-	for i, o := range d.order {
-		if o == b {
-			d.order = append(d.order[:i], d.order[i+1:]...)
-			break
-		}
-	}
-	fb := b.final()
-	d.emit(llm.Chunk{Type: llm.ChunkBlockEnd, Index: b.index, Block: &fb})
+	d.EndBlock(b.index)
 }
 
-// end finishes a stream at message_stop (stopped) or at a clean end of
+// Complete reports whether message_delta carried the stop reason: a
+// connection lost after it costs nothing but the message_stop marker.
+func (d *decoder) Complete() bool { return d.stopReason != "" }
+
+// End finishes a stream at message_stop (stopped) or at a clean end of
 // input, which is accepted only after message_delta gave a stop reason.
-func (d *decoder) end(fl failer, stopped bool) *llm.Failure {
+func (d *decoder) End(stopped bool) *llm.Failure {
 	if d.stopReason == "" {
 		if stopped {
-			return fl.fail(llm.CodeMalformedResponse, "message_stop without a stop reason")
+			return d.fl.Fail(llm.CodeMalformedResponse, "message_stop without a stop reason")
 		}
-		return fl.fail(llm.CodeStreamClosed, "stream ended before message_stop")
+		return d.fl.Fail(llm.CodeStreamClosed, "stream ended before message_stop")
 	}
 	fin := &llm.Finish{}
 	switch d.stopReason {
@@ -269,30 +256,29 @@ func (d *decoder) end(fl failer, stopped bool) *llm.Failure {
 			fin.Reason = llm.FinishToolCalls
 		}
 		if !d.sawText && d.calls == 0 {
-			d.emitUsage()
-			return fl.fail(llm.CodeEmptyResponse, "model returned no text and no tool calls (stop_reason "+d.stopReason+")")
+			d.EmitUsage(d.reportedUsage())
+			return d.fl.Fail(llm.CodeEmptyResponse, "model returned no text and no tool calls (stop_reason "+d.stopReason+")")
 		}
 	case "max_tokens", "model_context_window_exceeded":
 		// Both cut the answer short; callers treat them alike.
 		fin.Reason = llm.FinishMaxTokens
 	case "refusal":
 		fin.Reason = llm.FinishError
-		fin.Failure = fl.fail(llm.CodeInvalidRequest, "model refused to answer (stop_reason refusal)")
+		fin.Failure = d.fl.Fail(llm.CodeInvalidRequest, "model refused to answer (stop_reason refusal)")
 	default:
 		fin.Reason = llm.FinishError
-		fin.Failure = fl.fail(llm.CodeServer, "model stopped with stop_reason "+d.stopReason)
+		fin.Failure = d.fl.Fail(llm.CodeServer, "model stopped with stop_reason "+d.stopReason)
 	}
-	for len(d.order) > 0 {
-		d.endBlock(d.order[0])
-	}
-	d.emitUsage()
-	d.emit(llm.Chunk{Type: llm.ChunkFinish, Finish: fin})
+	d.Finish(fin, d.reportedUsage())
 	return nil
 }
 
-func (d *decoder) emitUsage() {
-	if d.sawUsage {
-		u := d.usage
-		d.emit(llm.Chunk{Type: llm.ChunkUsage, Usage: &u})
+// reportedUsage returns a copy of the usage, or nil when the stream
+// reported none.
+func (d *decoder) reportedUsage() *llm.Usage {
+	if !d.sawUsage {
+		return nil
 	}
+	u := d.usage
+	return &u
 }

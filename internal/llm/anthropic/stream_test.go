@@ -71,8 +71,8 @@ func TestStreamThinkingTextAndToolUse(t *testing.T) {
 		messageStop,
 	))
 	res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
-	if res.failure != nil {
-		t.Fatalf("failure: %v", res.failure)
+	if res.Failure != nil {
+		t.Fatalf("failure: %v", res.Failure)
 	}
 	want := []llm.Block{
 		{Type: llm.BlockReasoning, Text: "I should read it.", Signature: "EqQBCgIYAhIM"},
@@ -81,22 +81,22 @@ func TestStreamThinkingTextAndToolUse(t *testing.T) {
 		{Type: llm.BlockToolCall, ID: "toolu_1", Name: "read", Arguments: `{"path": "a.go"}`},
 		{Type: llm.BlockToolCall, ID: "toolu_2", Name: "now", Arguments: `{}`},
 	}
-	if got := res.asm.Blocks(); !reflect.DeepEqual(got, want) {
+	if got := res.Asm.Blocks(); !reflect.DeepEqual(got, want) {
 		t.Errorf("blocks:\n got %+v\nwant %+v", got, want)
 	}
-	if f := res.finish(); f.Reason != llm.FinishToolCalls {
+	if f := res.Finish(); f.Reason != llm.FinishToolCalls {
 		t.Errorf("finish = %+v; want tool-calls", f)
 	}
 	wantUsage := &llm.Usage{InputTokens: 12, CacheWriteTokens: 300, CacheReadTokens: 4000, OutputTokens: 90}
-	if got := res.usage(); !reflect.DeepEqual(got, wantUsage) {
+	if got := res.Usage(); !reflect.DeepEqual(got, wantUsage) {
 		t.Errorf("usage = %+v; want %+v", got, wantUsage)
 	}
-	n := len(res.chunks)
-	if res.chunks[n-2].Type != llm.ChunkUsage || res.chunks[n-1].Type != llm.ChunkFinish {
-		t.Errorf("tail = %s, %s; want usage, finish", res.chunks[n-2].Type, res.chunks[n-1].Type)
+	n := len(res.Chunks)
+	if res.Chunks[n-2].Type != llm.ChunkUsage || res.Chunks[n-1].Type != llm.ChunkFinish {
+		t.Errorf("tail = %s, %s; want usage, finish", res.Chunks[n-2].Type, res.Chunks[n-1].Type)
 	}
 	// The server tool block got no chunk index: indexes stay dense.
-	for _, c := range res.chunks {
+	for _, c := range res.Chunks {
 		if c.Index > 4 {
 			t.Errorf("chunk %+v has index beyond the 5 neutral blocks", c)
 		}
@@ -120,10 +120,10 @@ func TestStreamStopReasons(t *testing.T) {
 		t.Run(tt.reason, func(t *testing.T) {
 			srv, _ := server(t, sseBody(textEvents("hi", tt.reason)...))
 			res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
-			if res.failure != nil {
-				t.Fatalf("failure: %v", res.failure)
+			if res.Failure != nil {
+				t.Fatalf("failure: %v", res.Failure)
 			}
-			f := res.finish()
+			f := res.Finish()
 			if f.Reason != tt.want {
 				t.Fatalf("finish = %+v; want %s", f, tt.want)
 			}
@@ -189,8 +189,8 @@ func TestStreamEndsAfterMessageDelta(t *testing.T) {
 			}
 		})
 		res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
-		if res.failure != nil || res.finish().Reason != llm.FinishStop {
-			t.Errorf("drop=%v: got %v; want stop", drop, res.failure)
+		if res.Failure != nil || res.Finish().Reason != llm.FinishStop {
+			t.Errorf("drop=%v: got %v; want stop", drop, res.Failure)
 		}
 	}
 }
@@ -218,8 +218,8 @@ func TestIdleTimeout(t *testing.T) {
 			sseBody(textEvents("hi", "end_turn")[1:]...)(w, r)
 		})
 		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 150 * time.Millisecond}), llm.Request{Model: "claude"})
-		if res.failure != nil || res.finish().Reason != llm.FinishStop {
-			t.Fatalf("got %v; want stop", res.failure)
+		if res.Failure != nil || res.Finish().Reason != llm.FinishStop {
+			t.Fatalf("got %v; want stop", res.Failure)
 		}
 	})
 	noLeaks(t)

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
 )
 
 func TestHTTPErrors(t *testing.T) {
@@ -81,7 +81,7 @@ func TestHTTPErrors(t *testing.T) {
 			if strings.Contains(f.Error(), "sk-secret") {
 				t.Errorf("API key leaked: %v", f)
 			}
-			if len(f.Message) > maxErrorMessage+64 {
+			if len(f.Message) > llmhttp.MaxErrorMessage+64 {
 				t.Errorf("message is %d bytes; want it bounded", len(f.Message))
 			}
 		})
@@ -102,51 +102,5 @@ func TestDialError(t *testing.T) {
 	}
 	if f == nil || f.Code != llm.CodeTransport || strings.Contains(f.Error(), "sk-secret") {
 		t.Fatalf("failure = %v; want TRANSPORT without the key", f)
-	}
-}
-
-func TestRetryAfterMs(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		header map[string]string
-		want   int64
-	}{
-		{nil, 0},
-		{map[string]string{"Retry-After": "3"}, 3000},
-		{map[string]string{"Retry-After": "0.25"}, 250},
-		{map[string]string{"Retry-After": now.Add(10 * time.Second).Format(http.TimeFormat)}, 10000},
-		{map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat)}, 0},
-		{map[string]string{"Retry-After": "soon"}, 0},
-		{map[string]string{"Retry-After": "-5"}, 0},
-		{map[string]string{"Retry-After": "NaN"}, 0},
-		{map[string]string{"Retry-After": "1e30"}, maxRetryAfterMs},
-		{map[string]string{"retry-after-ms": "12.5"}, 13},
-		{map[string]string{"retry-after-ms": "bad", "Retry-After": "1"}, 1000},
-	}
-	for _, tt := range tests {
-		h := http.Header{}
-		for k, v := range tt.header {
-			h.Set(k, v)
-		}
-		if got := retryAfterMs(h, now); got != tt.want {
-			t.Errorf("retryAfterMs(%v) = %d; want %d", tt.header, got, tt.want)
-		}
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	tests := []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"abcdef", 3, "abc…"},
-		{"héllo", 2, "h…"}, // never split the two-byte é
-	}
-	for _, tt := range tests {
-		if got := truncate(tt.in, tt.n); got != tt.want {
-			t.Errorf("truncate(%q, %d) = %q; want %q", tt.in, tt.n, got, tt.want)
-		}
 	}
 }

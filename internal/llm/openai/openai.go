@@ -9,26 +9,20 @@
 package openai
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"iter"
-	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/llm/sse"
+	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
 )
 
 // DefaultBaseURL is used when Config.BaseURL is empty.
 const DefaultBaseURL = "https://api.openai.com/v1"
 
 // DefaultIdleTimeout bounds a stall when Config.IdleTimeout is zero.
-const DefaultIdleTimeout = 5 * time.Minute
+const DefaultIdleTimeout = llmhttp.DefaultIdleTimeout
 
 // Config configures a [Client].
 type Config struct {
@@ -60,26 +54,22 @@ type Config struct {
 // Stream call is independent.
 type Client struct {
 	cfg Config
-	url string
-	hc  *http.Client
+	ep  llmhttp.Endpoint
 }
 
 var _ llm.Adapter = (*Client)(nil)
 
 // New returns a client for cfg.
 func New(cfg Config) *Client {
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	return &Client{cfg: cfg, url: strings.TrimRight(base, "/") + "/chat/completions", hc: hc}
+	return &Client{cfg: cfg, ep: llmhttp.Endpoint{
+		URL:         llmhttp.JoinURL(cfg.BaseURL, DefaultBaseURL, "/chat/completions"),
+		Client:      cfg.HTTPClient,
+		IdleTimeout: cfg.IdleTimeout,
+		UserAgent:   cfg.UserAgent,
+		Headers:     cfg.Headers,
+		Failer:      llmhttp.Failer{Provider: cfg.Provider, APIKey: cfg.APIKey},
+		JSONError:   jsonError,
+	}}
 }
 
 // Stream performs one model call each time the sequence is ranged over.
@@ -88,104 +78,25 @@ func New(cfg Config) *Client {
 // and releases the connection.
 func (c *Client) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
 	return func(yield func(llm.Chunk, error) bool) {
-		d := &decoder{yield: yield, calls: map[int]*block{}}
-		if f := c.run(ctx, req, d); f != nil && !d.stopped {
-			yield(llm.Chunk{}, f)
-		}
+		d := &decoder{Emitter: llmhttp.Emitter{Yield: yield}, fl: c.ep.Failer, calls: map[int]*block{}}
+		setHeaders := func(h http.Header) { c.setHeaders(h, req) }
+		d.Fail(c.ep.Stream(ctx, c.buildRequest(req), setHeaders, d))
 	}
 }
 
-// run sends the request and decodes the response into d. It returns the
-// failure that ends the stream, or nil after a finish chunk or when the
-// consumer stopped.
-func (c *Client) run(ctx context.Context, req llm.Request, d *decoder) *llm.Failure {
-	fl := failer{provider: c.cfg.Provider, apiKey: c.cfg.APIKey}
-	payload, err := json.Marshal(c.buildRequest(req))
-	if err != nil {
-		return fl.fail(llm.CodeInvalidRequest, "encode request: "+err.Error())
-	}
-	if ctx.Err() != nil {
-		return fl.fail(llm.CodeAborted, "request cancelled: "+context.Cause(ctx).Error())
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wd := newWatchdog(c.cfg.IdleTimeout, cancel)
-	defer wd.stop()
-
-	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(payload))
-	if err != nil {
-		return fl.fail(llm.CodeInvalidRequest, "build request: "+err.Error())
-	}
-	c.setHeaders(hreq.Header, req)
-	resp, err := c.hc.Do(hreq)
-	if err != nil {
-		return fl.transport(ctx, wd, err)
-	}
-	defer resp.Body.Close()
-	wd.kick()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fl.httpError(resp)
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		return nonStreaming(fl, resp)
-	}
-
-	r := sse.NewReader(activityReader{r: resp.Body, w: wd})
-	for {
-		if ctx.Err() != nil {
-			return fl.transport(ctx, wd, ctx.Err())
-		}
-		ev, err := r.Next()
-		switch {
-		case err == io.EOF:
-			return d.end(fl)
-		case errors.Is(err, sse.ErrTooLarge):
-			return fl.fail(llm.CodeMalformedResponse, err.Error())
-		case err != nil:
-			// A connection lost after the finish reason costs at most the
-			// trailing usage chunk; the answer itself is complete.
-			if d.finishReason != "" && ctx.Err() == nil && !wd.fired.Load() && errors.Is(err, io.ErrUnexpectedEOF) {
-				return d.end(fl)
-			}
-			return fl.transport(ctx, wd, err)
-		case ev.Comment:
-			continue
-		}
-		done, f := d.event(fl, ev)
-		if f != nil || d.stopped {
-			return f
-		}
-		if done {
-			return d.end(fl)
-		}
-	}
-}
-
+// setHeaders sets the credentials and attribution headers; the endpoint
+// sets the rest.
 func (c *Client) setHeaders(h http.Header, req llm.Request) {
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "text/event-stream")
-	if c.cfg.UserAgent != "" {
-		h.Set("User-Agent", c.cfg.UserAgent)
-	}
 	if c.cfg.APIKey != "" {
 		h.Set("Authorization", "Bearer "+c.cfg.APIKey)
 	}
 	if c.cfg.DeepSeek && req.SessionID != "" {
 		h.Set("x-deepseek-harness-session-id", req.SessionID)
 	}
-	for k, v := range c.cfg.Headers {
-		h.Set(k, v)
-	}
 }
 
-// nonStreaming handles a 2xx JSON body: servers that cannot stream, or
-// that report errors with a success status, answer this way.
-func nonStreaming(fl failer, resp *http.Response) *llm.Failure {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	if e := parseErrorBody(raw); e.Message != "" || e.Type != "" || e.Code != "" {
-		f := fl.fail(streamErrorCode(e), truncate(e.Message, maxErrorMessage))
-		f.Status, f.RequestID = resp.StatusCode, requestID(resp.Header)
-		return f
-	}
-	return fl.fail(llm.CodeMalformedResponse, "expected an event stream, got a JSON body")
+// jsonError classifies the error object of a 2xx JSON body: any member
+// set makes it an error.
+func jsonError(e llmhttp.APIError) (llm.Code, bool) {
+	return streamErrorCode(e), e.Message != "" || e.Type != "" || e.Code != ""
 }

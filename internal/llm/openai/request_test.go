@@ -71,10 +71,10 @@ func TestRequestBody(t *testing.T) {
 		t.Run(map[bool]string{true: "deepseek", false: "openai"}[deepseek], func(t *testing.T) {
 			srv, cap := server(t, sseBody(textOnly...))
 			res := drain(t, t.Context(), client(t, srv, Config{DeepSeek: deepseek, APIKey: "sk-secret", UserAgent: "dsh/1.0", Headers: map[string]string{"X-Extra": "1"}}), req)
-			if res.failure != nil {
-				t.Fatal(res.failure)
+			if res.Failure != nil {
+				t.Fatal(res.Failure)
 			}
-			h, path, body := cap.get()
+			h, path, body := cap.Get()
 			if path != "/v1/chat/completions" {
 				t.Errorf("path = %s", path)
 			}
@@ -156,10 +156,10 @@ func TestRequestEffort(t *testing.T) {
 func TestRequestMinimal(t *testing.T) {
 	srv, cap := server(t, sseBody(textOnly...))
 	res := drain(t, t.Context(), client(t, srv, Config{DeepSeek: true}), llm.Request{Model: "m", Messages: history()[:1]})
-	if res.failure != nil {
-		t.Fatal(res.failure)
+	if res.Failure != nil {
+		t.Fatal(res.Failure)
 	}
-	h, _, body := cap.get()
+	h, _, body := cap.Get()
 	if v, ok := h["Authorization"]; ok {
 		t.Errorf("Authorization = %v; want none", v)
 	}

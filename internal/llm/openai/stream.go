@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
 	"github.com/dsh-dev/dsh/internal/llm/sse"
 )
 
@@ -83,7 +84,8 @@ type block struct {
 	sentID   bool // the id and name went out on a delta
 }
 
-func (b *block) final() llm.Block {
+// Final assembles the block when it ends.
+func (b *block) Final() llm.Block {
 	switch b.typ {
 	case llm.BlockToolCall:
 		args := b.args.String()
@@ -103,11 +105,9 @@ func (b *block) final() llm.Block {
 
 // decoder folds Chat Completions events into chunks.
 type decoder struct {
-	yield   func(llm.Chunk, error) bool
-	stopped bool // the consumer returned false: emit nothing more
+	llmhttp.Emitter
+	fl llmhttp.Failer
 
-	next  int            // next chunk index
-	open  []*block       // blocks started and not yet ended, in order
 	cur   *block         // the open text or reasoning block
 	calls map[int]*block // tool calls by wire index
 	last  int            // wire key of the latest call
@@ -117,18 +117,10 @@ type decoder struct {
 	usage        *llm.Usage
 }
 
-func (d *decoder) emit(c llm.Chunk) bool {
-	if d.stopped {
-		return false
-	}
-	if !d.yield(c, nil) {
-		d.stopped = true
-	}
-	return !d.stopped
-}
+var _ llmhttp.Decoder = (*decoder)(nil)
 
-// event handles one SSE event. done reports the [DONE] sentinel.
-func (d *decoder) event(fl failer, ev sse.Event) (done bool, f *llm.Failure) {
+// Event handles one SSE event. done reports the [DONE] sentinel.
+func (d *decoder) Event(ev sse.Event) (done bool, f *llm.Failure) {
 	data := strings.TrimSpace(ev.Data)
 	switch data {
 	case "":
@@ -138,15 +130,15 @@ func (d *decoder) event(fl failer, ev sse.Event) (done bool, f *llm.Failure) {
 	}
 	var ch chatChunk
 	if err := json.Unmarshal([]byte(data), &ch); err != nil {
-		return false, fl.fail(llm.CodeMalformedResponse, fmt.Sprintf("invalid stream event %q: %v", truncate(data, 200), err))
+		return false, d.fl.Fail(llm.CodeMalformedResponse, fmt.Sprintf("invalid stream event %q: %v", llmhttp.Truncate(data, 200), err))
 	}
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
-		e := decodeAPIError(ch.Error)
+		e := llmhttp.DecodeAPIError(ch.Error)
 		msg := e.Message
 		if msg == "" {
-			msg = truncate(string(ch.Error), maxErrorMessage)
+			msg = llmhttp.Truncate(string(ch.Error), llmhttp.MaxErrorMessage)
 		}
-		return false, fl.fail(streamErrorCode(e), "stream error: "+truncate(msg, maxErrorMessage))
+		return false, d.fl.Fail(streamErrorCode(e), "stream error: "+llmhttp.Truncate(msg, llmhttp.MaxErrorMessage))
 	}
 	if ch.Usage != nil {
 		u := ch.Usage.usage()
@@ -174,13 +166,13 @@ func (d *decoder) delta(dl delta) {
 	if reasoning != "" {
 		b := d.textBlock(llm.BlockReasoning)
 		b.text.WriteString(reasoning)
-		d.emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Text: reasoning})
+		d.Emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Text: reasoning})
 	}
 	if dl.Content != "" {
 		d.sawText = true
 		b := d.textBlock(llm.BlockText)
 		b.text.WriteString(dl.Content)
-		d.emit(llm.Chunk{Type: llm.ChunkTextDelta, Index: b.index, Text: dl.Content})
+		d.Emit(llm.Chunk{Type: llm.ChunkTextDelta, Index: b.index, Text: dl.Content})
 	}
 	for _, tc := range dl.ToolCalls {
 		d.toolCall(tc)
@@ -200,28 +192,15 @@ func (d *decoder) textBlock(t llm.BlockType) *block {
 
 func (d *decoder) endCur() {
 	if d.cur != nil {
-		d.endBlock(d.cur)
+		d.EndBlock(d.cur.index)
 		d.cur = nil
 	}
 }
 
 func (d *decoder) start(t llm.BlockType) *block {
-	b := &block{index: d.next, typ: t}
-	d.next++
-	d.open = append(d.open, b)
-	d.emit(llm.Chunk{Type: llm.ChunkBlockStart, Index: b.index, BlockType: t})
+	b := &block{typ: t}
+	b.index = d.StartBlock(t, b)
 	return b
-}
-
-func (d *decoder) endBlock(b *block) {
-	for i, o := range d.open {
-		if o == b {
-			d.open = append(d.open[:i], d.open[i+1:]...)
-			break
-		}
-	}
-	fb := b.final()
-	d.emit(llm.Chunk{Type: llm.ChunkBlockEnd, Index: b.index, Block: &fb})
 }
 
 // toolCall folds one tool-call delta. Calls are assembled by their wire
@@ -248,7 +227,7 @@ func (d *decoder) toolCall(tc toolCallDelta) {
 		c.ID, c.Name = b.id, b.name
 		b.sentID = b.id != "" && b.name != ""
 	}
-	d.emit(c)
+	d.Emit(c)
 }
 
 // callKey returns the wire index of a call. Servers that omit the index
@@ -272,10 +251,15 @@ func (d *decoder) callKey(tc toolCallDelta) int {
 	return d.last
 }
 
-// end finishes a stream that reached [DONE] or a clean end of input.
-func (d *decoder) end(fl failer) *llm.Failure {
+// Complete reports whether the finish reason arrived: a connection lost
+// after it costs at most the trailing usage chunk.
+func (d *decoder) Complete() bool { return d.finishReason != "" }
+
+// End finishes a stream that reached [DONE] or a clean end of input; the
+// two are alike here.
+func (d *decoder) End(bool) *llm.Failure {
 	if d.finishReason == "" {
-		return fl.fail(llm.CodeStreamClosed, "stream ended without a finish reason")
+		return d.fl.Fail(llm.CodeStreamClosed, "stream ended without a finish reason")
 	}
 	fin := &llm.Finish{}
 	switch d.finishReason {
@@ -286,8 +270,8 @@ func (d *decoder) end(fl failer) *llm.Failure {
 			fin.Reason = llm.FinishToolCalls
 		}
 		if !d.sawText && len(d.calls) == 0 {
-			d.emitUsage()
-			return fl.fail(llm.CodeEmptyResponse, "model returned no text and no tool calls (finish_reason "+d.finishReason+")")
+			d.EmitUsage(d.usage)
+			return d.fl.Fail(llm.CodeEmptyResponse, "model returned no text and no tool calls (finish_reason "+d.finishReason+")")
 		}
 	case "length":
 		fin.Reason = llm.FinishMaxTokens
@@ -297,19 +281,9 @@ func (d *decoder) end(fl failer) *llm.Failure {
 			code = llm.CodeInvalidRequest
 		}
 		fin.Reason = llm.FinishError
-		fin.Failure = fl.fail(code, "model stopped with finish_reason "+d.finishReason)
+		fin.Failure = d.fl.Fail(code, "model stopped with finish_reason "+d.finishReason)
 	}
 	d.endCur()
-	for len(d.open) > 0 {
-		d.endBlock(d.open[0])
-	}
-	d.emitUsage()
-	d.emit(llm.Chunk{Type: llm.ChunkFinish, Finish: fin})
+	d.Finish(fin, d.usage)
 	return nil
-}
-
-func (d *decoder) emitUsage() {
-	if d.usage != nil {
-		d.emit(llm.Chunk{Type: llm.ChunkUsage, Usage: d.usage})
-	}
 }

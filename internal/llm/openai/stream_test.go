@@ -41,8 +41,8 @@ func TestStreamTextReasoningAndInterleavedToolCalls(t *testing.T) {
 		"[DONE]",
 	))
 	res := drain(t, t.Context(), client(t, srv, Config{DeepSeek: true}), llm.Request{Model: "m"})
-	if res.failure != nil {
-		t.Fatalf("failure: %v", res.failure)
+	if res.Failure != nil {
+		t.Fatalf("failure: %v", res.Failure)
 	}
 	want := []llm.Block{
 		{Type: llm.BlockReasoning, Text: "Let me think."},
@@ -50,16 +50,16 @@ func TestStreamTextReasoningAndInterleavedToolCalls(t *testing.T) {
 		{Type: llm.BlockToolCall, ID: "call_a", Name: "read", Arguments: `{"path":"a.go"}`},
 		{Type: llm.BlockToolCall, ID: "call_b", Name: "grep", Arguments: `{"pattern":"x"}`},
 	}
-	if got := res.asm.Blocks(); !reflect.DeepEqual(got, want) {
+	if got := res.Asm.Blocks(); !reflect.DeepEqual(got, want) {
 		t.Errorf("blocks:\n got %+v\nwant %+v", got, want)
 	}
-	if f := res.finish(); f == nil || f.Reason != llm.FinishToolCalls {
+	if f := res.Finish(); f == nil || f.Reason != llm.FinishToolCalls {
 		t.Errorf("finish = %+v; want tool-calls", f)
 	}
 	// Block indexes follow first appearance, and the stream's tail is
 	// block-ends, then usage, then finish.
 	var starts []string
-	for _, c := range res.chunks {
+	for _, c := range res.Chunks {
 		if c.Type == llm.ChunkBlockStart {
 			starts = append(starts, fmt.Sprintf("%d:%s", c.Index, c.BlockType))
 		}
@@ -67,12 +67,12 @@ func TestStreamTextReasoningAndInterleavedToolCalls(t *testing.T) {
 	if got, want := strings.Join(starts, " "), "0:reasoning 1:text 2:tool-call 3:tool-call"; got != want {
 		t.Errorf("starts = %s; want %s", got, want)
 	}
-	n := len(res.chunks)
-	if res.chunks[n-1].Type != llm.ChunkFinish || res.chunks[n-2].Type != llm.ChunkUsage {
-		t.Errorf("tail = %s, %s; want usage, finish", res.chunks[n-2].Type, res.chunks[n-1].Type)
+	n := len(res.Chunks)
+	if res.Chunks[n-1].Type != llm.ChunkFinish || res.Chunks[n-2].Type != llm.ChunkUsage {
+		t.Errorf("tail = %s, %s; want usage, finish", res.Chunks[n-2].Type, res.Chunks[n-1].Type)
 	}
 	// The first delta of each call names it.
-	for _, c := range res.chunks {
+	for _, c := range res.Chunks {
 		if c.Type == llm.ChunkToolCallDelta && c.Index == 3 {
 			if c.ID != "call_b" || c.Name != "grep" {
 				t.Errorf("first delta of call 1 = %+v; want id and name", c)
@@ -114,13 +114,13 @@ func TestStreamUsage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, _ := server(t, sseBody(tt.events...))
 			res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "m"})
-			if res.failure != nil {
-				t.Fatalf("failure: %v", res.failure)
+			if res.Failure != nil {
+				t.Fatalf("failure: %v", res.Failure)
 			}
-			if got := res.usage(); !reflect.DeepEqual(got, tt.want) {
+			if got := res.Usage(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("usage = %+v; want %+v", got, tt.want)
 			}
-			if f := res.finish(); f.Reason != llm.FinishStop {
+			if f := res.Finish(); f.Reason != llm.FinishStop {
 				t.Errorf("finish = %+v; want stop", f)
 			}
 		})
@@ -149,10 +149,10 @@ func TestStreamFinishReasons(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, _ := server(t, sseBody(tt.events...))
 			res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "m"})
-			if res.failure != nil {
-				t.Fatalf("failure: %v", res.failure)
+			if res.Failure != nil {
+				t.Fatalf("failure: %v", res.Failure)
 			}
-			f := res.finish()
+			f := res.Finish()
 			if f.Reason != tt.reason {
 				t.Fatalf("finish = %+v; want %s", f, tt.reason)
 			}
@@ -217,8 +217,8 @@ func TestStreamDropAfterFinish(t *testing.T) {
 		conn.Close()
 	})
 	res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "m"})
-	if res.failure != nil || res.finish().Reason != llm.FinishStop {
-		t.Fatalf("got %v, %+v; want stop", res.failure, res.finish())
+	if res.Failure != nil || res.Finish().Reason != llm.FinishStop {
+		t.Fatalf("got %v, %+v; want stop", res.Failure, res.Finish())
 	}
 }
 
@@ -253,8 +253,8 @@ func TestIdleTimeout(t *testing.T) {
 			sseBody(textOnly...)(w, r)
 		})
 		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 150 * time.Millisecond}), llm.Request{Model: "m"})
-		if res.failure != nil || res.finish().Reason != llm.FinishStop {
-			t.Fatalf("got %v; want stop", res.failure)
+		if res.Failure != nil || res.Finish().Reason != llm.FinishStop {
+			t.Fatalf("got %v; want stop", res.Failure)
 		}
 	})
 	noLeaks(t)
@@ -268,14 +268,14 @@ func TestCancelMidStream(t *testing.T) {
 	c := client(t, srv, Config{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	res := result{asm: &llm.Assembler{}}
+	res := result{Asm: &llm.Assembler{}}
 	var errs []error
 	for ch, err := range c.Stream(ctx, llm.Request{Model: "m"}) {
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		res.asm.Add(ch)
+		res.Asm.Add(ch)
 		if ch.Type == llm.ChunkTextDelta {
 			cancel() // the user presses Esc while text streams
 		}
@@ -283,9 +283,9 @@ func TestCancelMidStream(t *testing.T) {
 	if len(errs) != 1 {
 		t.Fatalf("errors = %v; want exactly one", errs)
 	}
-	res.failure = llm.AsFailure(errs[0])
+	res.Failure = llm.AsFailure(errs[0])
 	wantCode(t, res, llm.CodeAborted)
-	if got := res.asm.InterruptedBlocks(); len(got) != 1 || got[0].Text != "partial" {
+	if got := res.Asm.InterruptedBlocks(); len(got) != 1 || got[0].Text != "partial" {
 		t.Errorf("interrupted blocks = %+v", got)
 	}
 	noLeaks(t)
