@@ -122,7 +122,7 @@ func sessionsShow(ctx context.Context, args []string, stdio IO) int {
 // Transcript renders a log as a readable transcript.
 func Transcript(h session.Header, events []session.Event) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "session %s  created %s  cwd %s\n", h.ID, time.UnixMilli(h.CreatedAt).Format(time.RFC3339), h.Cwd)
+	fmt.Fprintf(&b, "session %s  created %s  cwd %s\n", h.ID, time.UnixMilli(h.CreatedAt).UTC().Format(time.RFC3339), h.Cwd)
 	for _, e := range events {
 		switch e.Type {
 		case session.TypeTurnStart:
@@ -200,8 +200,13 @@ func blocksText(bs []llm.Block) string {
 }
 
 func indent(s string) string {
-	s = strings.TrimRight(s, "\n")
-	return strings.ReplaceAll(s, "\n", "\n    ")
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := 1; i < len(lines); i++ {
+		if lines[i] != "" {
+			lines[i] = "    " + lines[i]
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func sessionsExport(ctx context.Context, args []string, stdio IO) int {

@@ -107,7 +107,9 @@ func (l *Log) Append(typ string, data any, opts ...AppendOption) (Event, error) 
 	defer l.mu.Unlock()
 	e.Seq = int64(len(l.events))
 	e.Time = l.now().UnixMilli()
-	if err := e.Validate(); err != nil {
+	// Data from encodeData is lossless: checked if raw, produced by
+	// encoding/json otherwise.
+	if err := e.validateEnvelope(); err != nil {
 		return Event{}, fmt.Errorf("append: %w", err)
 	}
 	if err := l.foldSurfaceLocked(e); err != nil {

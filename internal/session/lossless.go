@@ -1,0 +1,336 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// CheckLossless verifies that data is exactly one valid JSON value that
+// decodes without losing anything: no duplicate object keys (a decoder
+// keeps only one of them) and no invalid UTF-8 in strings (a decoder
+// replaces it). It is a single pass over the bytes with no allocation for
+// typical payloads, because every stored event goes through it.
+func CheckLossless(data []byte) error {
+	if len(data) == 0 {
+		return errors.New("data is empty")
+	}
+	s := scanner{data: data}
+	s.ws()
+	if err := s.value(0); err != nil {
+		return fmt.Errorf("data is not lossless JSON: %w", err)
+	}
+	s.ws()
+	if s.i != len(s.data) {
+		return fmt.Errorf("data is not lossless JSON: trailing content at offset %d", s.i)
+	}
+	return nil
+}
+
+const maxDepth = 1000
+
+type scanner struct {
+	data []byte
+	i    int
+}
+
+func (s *scanner) errf(format string, args ...any) error {
+	return fmt.Errorf("offset %d: "+format, append([]any{s.i}, args...)...)
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) value(depth int) error {
+	if depth > maxDepth {
+		return s.errf("nesting deeper than %d", maxDepth)
+	}
+	if s.i >= len(s.data) {
+		return s.errf("unexpected end of input")
+	}
+	switch c := s.data[s.i]; {
+	case c == '{':
+		return s.object(depth)
+	case c == '[':
+		return s.array(depth)
+	case c == '"':
+		_, err := s.str()
+		return err
+	case c == 't':
+		return s.lit("true")
+	case c == 'f':
+		return s.lit("false")
+	case c == 'n':
+		return s.lit("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	default:
+		return s.errf("unexpected %q", c)
+	}
+}
+
+func (s *scanner) lit(word string) error {
+	if len(s.data)-s.i < len(word) || string(s.data[s.i:s.i+len(word)]) != word {
+		return s.errf("invalid literal")
+	}
+	s.i += len(word)
+	return nil
+}
+
+func (s *scanner) digits() int {
+	n := 0
+	for s.i < len(s.data) && s.data[s.i] >= '0' && s.data[s.i] <= '9' {
+		s.i++
+		n++
+	}
+	return n
+}
+
+func (s *scanner) number() error {
+	start := s.i
+	if err := s.numberSyntax(); err != nil {
+		return err
+	}
+	// A number no float64 can hold would fail to decode anywhere but here.
+	if _, err := strconv.ParseFloat(string(s.data[start:s.i]), 64); err != nil {
+		return s.errf("number out of range")
+	}
+	return nil
+}
+
+func (s *scanner) numberSyntax() error {
+	if s.data[s.i] == '-' {
+		s.i++
+	}
+	if s.i < len(s.data) && s.data[s.i] == '0' {
+		s.i++
+	} else if s.digits() == 0 {
+		return s.errf("invalid number")
+	}
+	if s.i < len(s.data) && s.data[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			return s.errf("invalid number fraction")
+		}
+	}
+	if s.i < len(s.data) && (s.data[s.i] == 'e' || s.data[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.data) && (s.data[s.i] == '+' || s.data[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			return s.errf("invalid number exponent")
+		}
+	}
+	return nil
+}
+
+// str scans a string and returns its raw contents (between the quotes)
+// and whether it had escapes folded into the result.
+func (s *scanner) str() ([]byte, error) {
+	s.i++ // opening quote
+	start := s.i
+	escaped := false
+	for s.i < len(s.data) {
+		c := s.data[s.i]
+		switch {
+		case c == '"':
+			raw := s.data[start:s.i]
+			s.i++
+			if !escaped {
+				if !utf8.Valid(raw) {
+					return nil, s.errf("invalid UTF-8 in string")
+				}
+				return raw, nil
+			}
+			// Decode escapes so that "a" and "\u0061" compare equal.
+			var out string
+			if err := json.Unmarshal(s.data[start-1:s.i], &out); err != nil {
+				return nil, s.errf("invalid string: %v", err)
+			}
+			if !utf8.Valid(raw) || !validSurrogates(raw) {
+				return nil, s.errf("invalid UTF-8 in string")
+			}
+			return []byte(out), nil
+		case c == '\\':
+			escaped = true
+			s.i++
+			if s.i >= len(s.data) {
+				return nil, s.errf("unterminated escape")
+			}
+			switch s.data[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				if s.i+4 >= len(s.data) || !isHex4(s.data[s.i+1:s.i+5]) {
+					return nil, s.errf("invalid \\u escape")
+				}
+				s.i += 5
+			default:
+				return nil, s.errf("invalid escape")
+			}
+		case c < 0x20:
+			return nil, s.errf("control character in string")
+		default:
+			s.i++
+		}
+	}
+	return nil, s.errf("unterminated string")
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// validSurrogates rejects \u escapes that encode a lone UTF-16 surrogate,
+// which a decoder silently replaces with U+FFFD.
+func validSurrogates(raw []byte) bool {
+	hex := func(b []byte) rune {
+		var r rune
+		for _, c := range b {
+			r <<= 4
+			switch {
+			case c >= '0' && c <= '9':
+				r |= rune(c - '0')
+			case c >= 'a' && c <= 'f':
+				r |= rune(c-'a') + 10
+			default:
+				r |= rune(c-'A') + 10
+			}
+		}
+		return r
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++
+		if raw[i] != 'u' {
+			continue
+		}
+		r := hex(raw[i+1 : i+5])
+		i += 4
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+				return false
+			}
+			lo := hex(raw[i+3 : i+7])
+			if lo < 0xDC00 || lo >= 0xE000 {
+				return false
+			}
+			i += 6
+		case r >= 0xDC00 && r < 0xE000:
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scanner) array(depth int) error {
+	s.i++
+	s.ws()
+	if s.i < len(s.data) && s.data[s.i] == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		s.ws()
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(s.data) {
+			return s.errf("unterminated array")
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.errf("expected , or ] in array")
+		}
+	}
+}
+
+func (s *scanner) object(depth int) error {
+	s.i++
+	s.ws()
+	if s.i < len(s.data) && s.data[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	// Small objects compare keys linearly; large ones switch to a map.
+	var small [16][]byte
+	keys := small[:0]
+	var seen map[string]bool
+	for {
+		s.ws()
+		if s.i >= len(s.data) || s.data[s.i] != '"' {
+			return s.errf("expected object key")
+		}
+		key, err := s.str()
+		if err != nil {
+			return err
+		}
+		if seen == nil && len(keys) < len(small) {
+			for _, k := range keys {
+				if bytes.Equal(k, key) {
+					return s.errf("duplicate key %q", key)
+				}
+			}
+			keys = append(keys, key)
+		} else {
+			if seen == nil {
+				seen = make(map[string]bool, 32)
+				for _, k := range keys {
+					seen[string(k)] = true
+				}
+			}
+			if seen[string(key)] {
+				return s.errf("duplicate key %q", key)
+			}
+			seen[string(key)] = true
+		}
+		s.ws()
+		if s.i >= len(s.data) || s.data[s.i] != ':' {
+			return s.errf("expected : after object key")
+		}
+		s.i++
+		s.ws()
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(s.data) {
+			return s.errf("unterminated object")
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.errf("expected , or } in object")
+		}
+	}
+}

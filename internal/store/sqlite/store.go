@@ -1,0 +1,370 @@
+// Package sqlite is the embedded default session store: one SQLite
+// database (normally $DSH_HOME/dsh.db) holding every session's header and
+// its append-only event log.
+//
+// The store is the durable side of [session.Log]: [Store.Append]
+// implements [session.Sink]. Appends are conditional on the stored next
+// seq, so two processes writing the same database can never interleave or
+// overwrite each other's events; the loser gets [ErrSeqConflict]. Reading
+// validates every event, and [Store.Load] closes a log left open by a
+// crash by appending the synthetic closers of [session.Closers]. Nothing
+// is ever truncated or deleted.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/session"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Sentinel errors. Every error the store returns about a session wraps one
+// of these (with %w) together with the session id.
+var (
+	// ErrNotFound reports a session id the store does not hold.
+	ErrNotFound = errors.New("session not found")
+	// ErrExists reports a Create or Import of an id already stored.
+	ErrExists = errors.New("session already exists")
+	// ErrSeqConflict reports an append whose seqs do not continue the
+	// stored log; see [SeqConflictError].
+	ErrSeqConflict = errors.New("session seq conflict")
+	// ErrCorrupt reports stored (or imported) data this build cannot read.
+	// Such errors also wrap a *[session.FormatError] naming the session and
+	// the seq.
+	ErrCorrupt = errors.New("corrupt session")
+)
+
+// SeqConflictError reports an append that does not continue the log: its
+// first seq is not the stored next seq, or its seqs are not contiguous.
+// It wraps [ErrSeqConflict].
+type SeqConflictError struct {
+	SessionID string
+	// Want is the seq the store expected at the offending position.
+	Want int64
+	// Got is the seq the batch carried there.
+	Got int64
+}
+
+// Error implements error.
+func (e *SeqConflictError) Error() string {
+	return fmt.Sprintf("session %s: append seq %d, want %d: %v", e.SessionID, e.Got, e.Want, ErrSeqConflict)
+}
+
+// Unwrap makes errors.Is(err, ErrSeqConflict) hold.
+func (e *SeqConflictError) Unwrap() error { return ErrSeqConflict }
+
+// schemaVersion is stored in PRAGMA user_version. Bump it and add a step
+// to migrate when the schema changes.
+const schemaVersion = 1
+
+// busyTimeout is how long a connection waits for another process's write
+// lock before failing with SQLITE_BUSY.
+const busyTimeout = 5 * time.Second
+
+// schemaV1 creates the version-1 schema. The events table is keyed by
+// (session_id, seq) without a rowid, so one session's log is one
+// contiguous b-tree range and a duplicate seq cannot be stored. body keeps
+// the whole envelope so that a read never has to reassemble columns; type
+// and time are copies for ad-hoc queries.
+const schemaV1 = `
+CREATE TABLE IF NOT EXISTS sessions (
+	id         TEXT PRIMARY KEY,
+	header     TEXT NOT NULL,
+	cwd        TEXT NOT NULL DEFAULT '',
+	parent     TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	next_seq   INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_updated ON sessions (updated_at DESC);
+CREATE INDEX IF NOT EXISTS sessions_by_cwd ON sessions (cwd, updated_at DESC);
+CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (parent);
+CREATE TABLE IF NOT EXISTS events (
+	session_id TEXT NOT NULL REFERENCES sessions (id),
+	seq        INTEGER NOT NULL,
+	type       TEXT NOT NULL,
+	time       INTEGER NOT NULL,
+	body       TEXT NOT NULL,
+	PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+`
+
+// Store is a session store backed by one SQLite database file. It is safe
+// for concurrent use, and several Stores (in several processes) may share
+// one file.
+type Store struct {
+	// w is the write pool: one connection whose transactions begin
+	// IMMEDIATE, so writers in this process queue in database/sql and
+	// writers in other processes wait on the SQLite lock (busy_timeout)
+	// instead of failing a read-to-write upgrade mid-transaction.
+	w *sql.DB
+	// r is the read pool: several query_only connections that read WAL
+	// snapshots concurrently with the writer.
+	r *sql.DB
+
+	// Statements prepared once on the writer; transactions rebind them.
+	stNext, stUpdate, stInsert1, stInsertN *sql.Stmt
+
+	// now returns the wall clock in Unix milliseconds (updated_at); tests
+	// replace it.
+	now func() int64
+}
+
+// Open opens (creating if needed) the store at path, creating its parent
+// directory with mode 0700 and the file with mode 0600, and migrates the
+// schema.
+func Open(ctx context.Context, path string) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open session store: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open session store: %w", err)
+	}
+	// Create the file ourselves: SQLite would create it world-readable,
+	// and sessions hold private conversation data. SQLite gives the -wal
+	// and -shm files the database file's mode.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open session store: %w", err)
+	}
+	f.Close()
+
+	s := &Store{now: func() int64 { return time.Now().UnixMilli() }}
+	if s.w, err = openPool(abs, false); err != nil {
+		return nil, err
+	}
+	if s.r, err = openPool(abs, true); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if err := s.init(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open session store %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// openPool opens a connection pool on path. Per-connection pragmas go in
+// the DSN so that every connection the pool ever opens gets them.
+func openPool(path string, readOnly bool) (*sql.DB, error) {
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "NORMAL")
+	q.Set("_foreign_keys", "1")
+	if readOnly {
+		q.Set("_query_only", "1")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	// A file: URI (with the path percent-encoded) lets the path contain
+	// '?' or '#' without being mistaken for DSN parameters.
+	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}).String()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open session store %s: %w", path, err)
+	}
+	n := 1
+	if readOnly {
+		n = max(2, runtime.GOMAXPROCS(0))
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	return db, nil
+}
+
+// init migrates the schema and prepares the writer's statements.
+func (s *Store) init(ctx context.Context) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// Read the version inside the IMMEDIATE transaction so that two
+		// processes opening a new file do not both migrate it.
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return err
+		}
+		switch {
+		case v == schemaVersion:
+			return nil
+		case v > schemaVersion:
+			return fmt.Errorf("schema version %d is newer than this build supports (%d)", v, schemaVersion)
+		}
+		if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	prep := func(dst **sql.Stmt, q string) {
+		if err == nil {
+			*dst, err = s.w.PrepareContext(ctx, q)
+		}
+	}
+	prep(&s.stNext, `SELECT next_seq FROM sessions WHERE id = ?`)
+	prep(&s.stUpdate, `UPDATE sessions SET next_seq = ?, updated_at = ? WHERE id = ?`)
+	prep(&s.stInsert1, insertEventsSQL(1))
+	prep(&s.stInsertN, insertEventsSQL(insertChunk))
+	return err
+}
+
+// Close closes the store. Statements and pools are released; the database
+// file stays.
+func (s *Store) Close() error {
+	for _, st := range []*sql.Stmt{s.stNext, s.stUpdate, s.stInsert1, s.stInsertN} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+// inTx runs fn in one write transaction, committing if fn succeeds.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Create stores a new, empty session with header h. The id must be
+// non-empty and new (else [ErrExists]); the version must be
+// [session.FormatVersion].
+func (s *Store) Create(ctx context.Context, h session.Header) error {
+	if err := checkHeader(h); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error { return s.insertSession(ctx, tx, h) })
+}
+
+func checkHeader(h session.Header) error {
+	if h.ID == "" {
+		return errors.New("header has no id")
+	}
+	if h.Version != session.FormatVersion {
+		return fmt.Errorf("session %s: header version %d, want %d", h.ID, h.Version, session.FormatVersion)
+	}
+	return nil
+}
+
+// insertSession inserts h with an empty log, or fails with ErrExists.
+func (s *Store) insertSession(ctx context.Context, tx *sql.Tx, h session.Header) error {
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("session %s: encode header: %w", h.ID, err)
+	}
+	// ON CONFLICT DO NOTHING turns a duplicate into zero affected rows,
+	// which needs no driver-specific error decoding.
+	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, header, cwd, parent, created_at, updated_at, next_seq)
+		VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (id) DO NOTHING`,
+		h.ID, string(hb), h.Cwd, h.ParentSession, h.CreatedAt, s.now())
+	if err != nil {
+		return fmt.Errorf("session %s: %w", h.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("session %s: %w", h.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("session %s: %w", h.ID, ErrExists)
+	}
+	return nil
+}
+
+// Entry is one session of a [Store.List].
+type Entry struct {
+	// Header is the decoded header; when Err is set only Header.ID is
+	// meaningful.
+	Header session.Header
+	// Events is the number of stored events.
+	Events int64
+	// UpdatedAt is the time of the last write, Unix milliseconds.
+	UpdatedAt int64
+	// Err is set when the header cannot be read; the entry is still
+	// listed so that a damaged session stays visible and removable.
+	Err error
+}
+
+// List returns every session, most recently updated first. A session
+// whose header is damaged is listed with Err set and does not affect the
+// others.
+func (s *Store) List(ctx context.Context) ([]Entry, error) {
+	// The CASTs keep a tampered numeric column from failing the whole
+	// scan; the header is the only column that is validated.
+	rows, err := s.r.QueryContext(ctx, `SELECT CAST(id AS TEXT), CAST(header AS BLOB),
+		ifnull(CAST(next_seq AS INTEGER), 0), ifnull(CAST(updated_at AS INTEGER), 0)
+		FROM sessions ORDER BY updated_at DESC, rowid DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var (
+			e  Entry
+			id sql.NullString
+			hb []byte
+		)
+		if err := rows.Scan(&id, &hb, &e.Events, &e.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		e.Header, e.Err = decodeHeader(id.String, hb)
+		if e.Err != nil {
+			e.Header = session.Header{ID: id.String}
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// Header returns the header of session id.
+func (s *Store) Header(ctx context.Context, id string) (session.Header, error) {
+	var hb []byte
+	err := s.r.QueryRowContext(ctx, `SELECT CAST(header AS BLOB) FROM sessions WHERE id = ?`, id).Scan(&hb)
+	if errors.Is(err, sql.ErrNoRows) {
+		return session.Header{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return session.Header{}, fmt.Errorf("session %s: read header: %w", id, err)
+	}
+	return decodeHeader(id, hb)
+}
+
+// decodeHeader decodes and checks a stored header.
+func decodeHeader(id string, hb []byte) (session.Header, error) {
+	var h session.Header
+	if err := json.Unmarshal(hb, &h); err != nil {
+		return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+	}
+	if h.ID != id {
+		return h, corrupt(id, -1, fmt.Sprintf("header names session %q", h.ID))
+	}
+	if h.Version != session.FormatVersion {
+		return h, corrupt(id, -1, fmt.Sprintf("header version %d, want %d", h.Version, session.FormatVersion))
+	}
+	return h, nil
+}
+
+// corrupt returns an error wrapping both ErrCorrupt and a
+// *session.FormatError; seq < 0 means the header.
+func corrupt(id string, seq int64, reason string) error {
+	return fmt.Errorf("%w: %w", ErrCorrupt, &session.FormatError{SessionID: id, Seq: seq, Reason: reason})
+}
