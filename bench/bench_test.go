@@ -182,24 +182,30 @@ func dshCmd(b *testing.B, home, url string, args ...string) *exec.Cmd {
 	return c
 }
 
-// BenchmarkRun40PeakRSS runs `dsh run` for a 40-step bash task as a real
-// process and reports its peak resident set size. It needs GNU time
+// BenchmarkRunPeakRSS runs `dsh run` for a 40-step (and a 400-step) bash
+// task as a real process and reports its peak resident set size. It needs GNU time
 // (/usr/bin/time): Go starts children with vfork, so a child's own rusage
 // counts the (large) benchmark process's pages up to its exec, while GNU
 // time's fork of dsh does not.
-func BenchmarkRun40PeakRSS(b *testing.B) {
+func BenchmarkRunPeakRSS(b *testing.B) {
+	for _, steps := range []int{40, 400} {
+		b.Run(fmt.Sprintf("steps=%d", steps), func(b *testing.B) { peakRSS(b, steps) })
+	}
+}
+
+func peakRSS(b *testing.B, steps int) {
 	gnuTime, err := exec.LookPath("/usr/bin/time")
 	if err != nil {
 		b.Skip("needs GNU time (apt-get install time)")
 	}
 	srv := llmtest.New()
 	defer srv.Close()
-	srv.SetFallback(llmtest.LoopFallback("bash", stepArgs, 40))
+	srv.SetFallback(llmtest.LoopFallback("bash", stepArgs, steps))
 	home := b.TempDir()
 	var maxKB int64
 	for range b.N {
 		rss := filepath.Join(b.TempDir(), "rss")
-		c := dshCmd(b, home, srv.URL(), "run", "run true 40 times")
+		c := dshCmd(b, home, srv.URL(), "run", "run true until done")
 		c.Args = append([]string{gnuTime, "-f", "%M", "-o", rss, c.Path}, c.Args[1:]...)
 		c.Path = gnuTime
 		if out, err := c.CombinedOutput(); err != nil {
