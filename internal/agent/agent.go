@@ -41,6 +41,11 @@ type Hooks struct {
 	PreStep []func(ctx context.Context, in PreStep) (enter []llm.Message, reject bool, err error)
 	// Request may change the call configuration of a step.
 	Request []func(ctx context.Context, cfg *session.CallConfig)
+	// RequestError runs when a model call failed, before the retry
+	// policy; a listener returning true retries the call at once (it must
+	// bound its own retries, e.g. one retry after compacting on
+	// CONTEXT_WINDOW_EXCEEDED).
+	RequestError []func(ctx context.Context, in RequestError) (retry bool)
 	// TurnStopping runs when a turn is about to close; a listener that
 	// objects calls Agent.Steer to force another step.
 	TurnStopping []func(ctx context.Context, turn int)
@@ -50,6 +55,12 @@ type Hooks struct {
 type PreStep struct {
 	Turn, Step int
 	Messages   []llm.Message
+}
+
+// RequestError is the input of a request-error hook.
+type RequestError struct {
+	Turn, Step int
+	Failure    *llm.Failure
 }
 
 // Config wires an agent. Log, Route, Tools and Pipeline are required.

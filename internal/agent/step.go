@@ -92,6 +92,10 @@ func (a *Agent) callModel(ctx context.Context, turn, step int, out *Outcome) (ll
 		if ctx.Err() != nil {
 			return msg, finish, &stepErr{context.Cause(ctx)}
 		}
+		if a.hookRetry(ctx, turn, step, fail) {
+			attempt--
+			continue
+		}
 		delay, ok := a.cfg.Route.Retry.Delay(attempt+1, fail)
 		if !ok {
 			return msg, finish, &stepErr{fail}
@@ -208,4 +212,14 @@ func (a *Agent) logRequestHeader(cfg session.CallConfig, tools []llm.ToolSchema)
 		a.lastCtx = rc
 	}
 	return nil
+}
+
+// hookRetry asks the request-error hooks whether to retry at once.
+func (a *Agent) hookRetry(ctx context.Context, turn, step int, fail *llm.Failure) bool {
+	for _, h := range a.cfg.Hooks.RequestError {
+		if h(ctx, RequestError{Turn: turn, Step: step, Failure: fail}) {
+			return true
+		}
+	}
+	return false
 }

@@ -24,8 +24,8 @@ func TestResolve(t *testing.T) {
 	c := NewCatalog(cfg, keys)
 	for _, tc := range []struct {
 		spec, provider, model, base string
-		window                     int
-		anthropic                  bool
+		window                      int
+		anthropic                   bool
 	}{
 		{"", "deepseek", "deepseek-v4-flash", "http://fake", 1_000_000, false},
 		{"deepseek/deepseek-v4-pro", "deepseek", "deepseek-v4-pro", "http://fake", 1_000_000, false},

@@ -34,6 +34,12 @@ const (
 	TypeInboxSpliced   = "agent/inbox/spliced"
 	TypeLLMRetry       = "llm/retry"
 	TypeLLMRetryStart  = "llm/retry-started"
+
+	TypeTodoWrite         = "todo/write"
+	TypeCompactionStart   = "compaction/start"
+	TypeCompactionSummary = "compaction/summary"
+	TypeCompactionEnd     = "compaction/end"
+	TypeCompactionPrune   = "compaction/prune"
 )
 
 // knownTypes lists every event type this build understands. A stored
@@ -44,6 +50,8 @@ var knownTypes = map[string]bool{
 	TypeToolCall: true, TypeToolResult: true, TypeRequestHeader: true,
 	TypeRequestContext: true, TypeEndSeed: true, TypeInboxSpliced: true,
 	TypeLLMRetry: true, TypeLLMRetryStart: true,
+	TypeTodoWrite: true, TypeCompactionStart: true, TypeCompactionSummary: true,
+	TypeCompactionEnd: true, TypeCompactionPrune: true,
 }
 
 // IsKnownType reports whether this build understands event type t.

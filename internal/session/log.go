@@ -33,6 +33,7 @@ type Log struct {
 	header    Header
 	events    []Event       // guarded by mu
 	surface   []llm.Message // guarded by mu; derived model history
+	nodeSeqs  []int64       // guarded by mu; the event seq behind each surface node
 	pending   []Event       // guarded by mu; not yet in the sink
 	pendingAt time.Time     // guarded by mu; time of the oldest pending event
 	observers []func(Event) // guarded by mu
@@ -184,8 +185,41 @@ func (l *Log) Messages() []llm.Message {
 	return append([]llm.Message(nil), l.surface...)
 }
 
+// SurfaceNode is one message of the derived history with the seq of the
+// event that produced it.
+type SurfaceNode struct {
+	Seq     int64
+	Message llm.Message
+}
+
+// Surface returns the derived history with the event seq behind each
+// message, for planners (compaction) that replace ranges of it.
+func (l *Log) Surface() []SurfaceNode {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]SurfaceNode, len(l.surface))
+	for i, m := range l.surface {
+		out[i] = SurfaceNode{Seq: l.nodeSeqs[i], Message: m}
+	}
+	return out
+}
+
 func (l *Log) foldSurfaceLocked(e Event) error {
-	var err error
-	l.surface, err = foldSurface(l.surface, e)
-	return err
+	before := len(l.surface)
+	surface, err := foldSurface(l.surface, e)
+	if err != nil {
+		return err
+	}
+	switch {
+	case e.SurfaceOp != nil && e.SurfaceOp.Replace:
+		seqs := append([]int64(nil), l.nodeSeqs[:e.SurfaceOp.Start]...)
+		if len(surface) == before-(e.SurfaceOp.End-e.SurfaceOp.Start+1)+1 {
+			seqs = append(seqs, e.Seq)
+		}
+		l.nodeSeqs = append(seqs, l.nodeSeqs[e.SurfaceOp.End+1:]...)
+	case len(surface) > before:
+		l.nodeSeqs = append(l.nodeSeqs, e.Seq)
+	}
+	l.surface = surface
+	return nil
 }

@@ -297,3 +297,30 @@ func FuzzEventDecode(f *testing.F) {
 		_ = Closers([]Event{e})
 	})
 }
+
+func TestSurfaceNodesTrackSeqs(t *testing.T) {
+	l, _ := NewLog(Header{ID: "s"}, nil, nil)
+	for _, s := range []string{"a", "b", "c"} {
+		if _, err := l.Append(TypeTurnStart, TurnStart{Turn: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(TypeUserMessage, userMsg(s), Surface()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := l.Surface()
+	if len(nodes) != 3 || nodes[0].Seq != 1 || nodes[2].Seq != 5 {
+		t.Fatalf("nodes %+v", nodes)
+	}
+	e, err := l.Append(TypeUserMessage, userMsg("sum"), func(e *Event) {
+		e.SurfaceOp = &SurfaceOp{Replace: true, Start: 0, End: 1}
+		e.SourceEventSeqs = []int64{1, 3}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes = l.Surface()
+	if len(nodes) != 2 || nodes[0].Seq != e.Seq || nodes[0].Message.Text() != "sum" || nodes[1].Seq != 5 {
+		t.Fatalf("after replace %+v", nodes)
+	}
+}
