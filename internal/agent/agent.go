@@ -329,7 +329,7 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 		}
 		enter, reject, err := a.preStep(ctx, turn, step, claimed)
 		if err != nil {
-			reason = errorReason(err)
+			reason = a.failReason(ctx, err)
 			break
 		}
 		if reject {

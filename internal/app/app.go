@@ -1,32 +1,34 @@
 // Package app is dsh's composition root: it opens the state directory and
-// store, resolves the model route, registers the tools and wires an agent
-// for a new or resumed session. cmd/dsh and the CLI only call into it.
+// store, composes the profile (built-in base, $DSH_HOME/config.yaml,
+// --patch files), resolves the model route and wires an agent for a new
+// or resumed session. cmd/dsh and the CLI only call into it.
 package app
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"runtime"
 	"time"
 
 	"github.com/google/uuid"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/dsh-dev/dsh/internal/agent"
+	"github.com/dsh-dev/dsh/internal/compaction"
+	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/config"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/projection"
+	"github.com/dsh-dev/dsh/internal/prompt"
 	"github.com/dsh-dev/dsh/internal/provider"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
 	"github.com/dsh-dev/dsh/internal/tool"
-	"github.com/dsh-dev/dsh/internal/tools/bash"
+	"github.com/dsh-dev/dsh/internal/tools/fs"
 )
-
-//go:embed system.md
-var systemPrompt string
 
 // Version is the dsh version string, set by the linker for releases.
 var Version = "0.1.0-dev"
@@ -34,12 +36,16 @@ var Version = "0.1.0-dev"
 // UserAgent is sent to model providers.
 func UserAgent() string { return "dsh/" + Version }
 
+// DefaultPreset is the agent preset of new sessions.
+const DefaultPreset = "standard"
+
 // App is the opened state directory with its configuration and store.
 type App struct {
-	Home    string
-	Config  config.Config
-	Store   *sqlite.Store
-	Catalog *provider.Catalog
+	Home        string
+	Config      config.Config
+	Store       *sqlite.Store
+	Catalog     *provider.Catalog
+	Composition *compose.Composition
 }
 
 // ConfigError marks errors in configuration or usage (exit code 2).
@@ -48,25 +54,76 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// Open loads $DSH_HOME/config.yaml and opens the embedded store
-// $DSH_HOME/dsh.db, creating both directories as needed.
-func Open(ctx context.Context) (*App, error) {
+// Options select extra configuration layers.
+type Options struct {
+	// Patches are --patch files applied after config.yaml, in order.
+	Patches []string
+}
+
+// Compose loads the configuration and composes the profile without
+// opening the store (for dsh config dump).
+func Compose(o Options) (string, config.Config, *compose.Composition, error) {
 	home, err := config.Home()
 	if err != nil {
-		return nil, &ConfigError{err}
-	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", home, err)
+		return "", config.Config{}, nil, &ConfigError{err}
 	}
 	cfg, err := config.Load(home)
 	if err != nil {
-		return nil, &ConfigError{err}
+		return "", config.Config{}, nil, &ConfigError{err}
+	}
+	base, err := compose.ParseRows(baseProfile)
+	if err != nil {
+		return "", cfg, nil, fmt.Errorf("built-in profile: %w", err)
+	}
+	cfgPath := filepath.Join(home, "config.yaml")
+	home2 := compose.Layer{Source: cfgPath, Rows: cfg.Profile}
+	if cfg.Model != "" || cfg.Effort != "" || cfg.MaxTokens != 0 {
+		// The top-level keys are shorthand for the "model" row.
+		for _, r := range cfg.Profile {
+			if r.ID == "model" {
+				return "", cfg, nil, &ConfigError{fmt.Errorf("%s: set the model either with the top-level model/effort/max_tokens keys or with a profile row \"model\", not both", cfgPath)}
+			}
+		}
+		var node yaml.Node
+		if err := node.Encode(modelDefaults{Default: cfg.Model, Effort: cfg.Effort, MaxTokens: cfg.MaxTokens}); err != nil {
+			return "", cfg, nil, err
+		}
+		if cfg.Model == "" {
+			// Keep the built-in default model when only effort/max_tokens are set.
+			_ = node.Encode(modelDefaults{Default: provider.DefaultModel, Effort: cfg.Effort, MaxTokens: cfg.MaxTokens})
+		}
+		home2.Rows = append([]compose.Row{{ID: "model", Module: "model", Config: node}}, home2.Rows...)
+	}
+	layers := []compose.Layer{{Source: "built-in", Rows: base}, home2}
+	for _, p := range o.Patches {
+		l, err := compose.PatchFile(p)
+		if err != nil {
+			return "", cfg, nil, &ConfigError{err}
+		}
+		layers = append(layers, l)
+	}
+	comp, err := modules().Compose(layers...)
+	if err != nil {
+		return "", cfg, nil, &ConfigError{err}
+	}
+	return home, cfg, comp, nil
+}
+
+// Open composes the configuration and opens the embedded store
+// $DSH_HOME/dsh.db, creating the directory as needed.
+func Open(ctx context.Context, o Options) (*App, error) {
+	home, cfg, comp, err := Compose(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", home, err)
 	}
 	st, err := sqlite.Open(ctx, filepath.Join(home, "dsh.db"))
 	if err != nil {
 		return nil, err
 	}
-	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil)}, nil
+	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp}, nil
 }
 
 // Close releases the store.
@@ -74,11 +131,14 @@ func (a *App) Close() error { return a.Store.Close() }
 
 // SessionOptions selects the session an agent runs.
 type SessionOptions struct {
-	// Model is "provider/model"; empty uses config, then the default.
+	// Model is "provider/model"; empty uses the profile's model row.
 	Model  string
 	Effort string
 	// Cwd is the session working directory for a new session.
 	Cwd string
+	// Preset is the agent preset of a new session (default "standard").
+	// A resumed session keeps its own; naming another one is an error.
+	Preset string
 	// ResumeID resumes that session; Continue resumes the newest session
 	// whose cwd is Cwd.
 	ResumeID string
@@ -90,13 +150,41 @@ type Session struct {
 	Agent *agent.Agent
 	Log   *session.Log
 	Route provider.Resolved
+	// System is the rendered system prompt.
+	System string
+	// Compactor is the session's compactor (nil when the compaction row
+	// is disabled).
+	Compactor *compaction.Compactor
+	// Projections fold the log into todos, token usage and context
+	// pressure, incrementally.
+	Projections *projection.Projections
+}
+
+func (a *App) modelDefaults() modelDefaults {
+	for _, e := range a.Composition.Entries {
+		if m, ok := e.Value.(modelDefaults); ok {
+			return m
+		}
+	}
+	return modelDefaults{Default: provider.DefaultModel}
+}
+
+func (a *App) presets() map[string]presetDef {
+	out := map[string]presetDef{}
+	for _, e := range a.Composition.Entries {
+		if p, ok := e.Value.(presetDef); ok {
+			out[p.Name] = p
+		}
+	}
+	return out
 }
 
 // OpenSession creates or resumes a session and wires its agent.
 func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, error) {
+	md := a.modelDefaults()
 	spec := o.Model
 	if spec == "" {
-		spec = a.Config.Model
+		spec = md.Default
 	}
 	route, err := a.Catalog.Resolve(spec, UserAgent())
 	if err != nil {
@@ -104,71 +192,153 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 	}
 	effortName := o.Effort
 	if effortName == "" {
-		effortName = a.Config.Effort
+		effortName = md.Effort
 	}
 	effort, err := llm.ParseEffort(effortName)
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	cwd := o.Cwd
-	if cwd == "" {
-		if cwd, err = os.Getwd(); err != nil {
-			return nil, err
-		}
+	log, err := a.openLog(ctx, o)
+	if err != nil {
+		return nil, err
 	}
-	if cwd, err = filepath.Abs(cwd); err != nil {
-		return nil, &ConfigError{err}
-	}
-	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-		return nil, &ConfigError{fmt.Errorf("working directory %s is not a directory", cwd)}
+	h := log.Header()
+	preset, ok := a.presets()[h.AgentPreset]
+	if !ok {
+		return nil, &ConfigError{fmt.Errorf("unknown agent preset %q", h.AgentPreset)}
 	}
 
+	e := &env{
+		home: a.Home, cwd: h.Cwd, preset: preset.Name, log: log, route: route,
+		reg: tool.NewRegistry(), prompt: prompt.NewAssembler(), runtime: &prompt.Runtime{},
+		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
+		warn: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
+	}
+	e.pipe = tool.NewPipeline(e.reg)
+	for _, t := range preset.Tools {
+		e.tools[t] = true
+	}
+	var ag *agent.Agent
+	e.inject = func(m llm.Message) error {
+		if ag == nil {
+			return errors.New("agent not started")
+		}
+		return ag.Inject(m)
+	}
+	for _, entry := range a.Composition.Entries {
+		if p, ok := entry.Value.(plugin); ok {
+			if err := p.apply(e); err != nil {
+				return nil, &ConfigError{fmt.Errorf("profile row %q (%s): %w", entry.ID, entry.Source, err)}
+			}
+		}
+	}
+	for _, name := range preset.Tools {
+		if _, ok := e.reg.Lookup("", name); !ok {
+			return nil, &ConfigError{fmt.Errorf("agent preset %s names tool %q, but no enabled profile row provides it", preset.Name, name)}
+		}
+	}
+	system, err := e.prompt.Render(preset.Name, map[string]string{
+		"cwd": h.Cwd, "model": route.Provider + "/" + route.Model.ID, "provider": route.Provider,
+		"preset": preset.Name, "os": runtime.GOOS, "home": a.Home,
+	})
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	// The runtime-context snapshot enters after every other pre-step input.
+	e.hooks.PreStep = append(e.hooks.PreStep, func(_ context.Context, in agent.PreStep) ([]llm.Message, bool, error) {
+		if m, ok := e.runtime.Message(log, newMessageID); ok {
+			return append(in.Messages, m), false, nil
+		}
+		return in.Messages, false, nil
+	})
+	maxTokens := md.MaxTokens
+	ag, err = agent.New(agent.Config{
+		Log:      log,
+		Route:    agent.Route{Provider: route.Provider, Model: route.Model, Adapter: route.Adapter, Retry: llm.DefaultRetryPolicy(), Effort: effort, MaxTokens: maxTokens},
+		Tools:    e.reg,
+		Pipeline: e.pipe,
+		System:   system,
+		Hooks:    *e.hooks,
+	})
+	if err != nil {
+		return nil, err
+	}
+	proj := projection.NewRegistry()
+	if err := projection.RegisterBuiltins(proj, int64(route.Model.ContextWindow)); err != nil {
+		return nil, err
+	}
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log)}, nil
+}
+
+func newMessageID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+// openLog creates a new session or loads (and repairs) one to resume.
+func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, error) {
 	id := o.ResumeID
 	if o.Continue && id == "" {
+		cwd, err := resolveCwd(o.Cwd)
+		if err != nil {
+			return nil, err
+		}
 		if id, err = a.latestSession(ctx, cwd); err != nil {
 			return nil, err
 		}
 	}
-	var log *session.Log
 	if id != "" {
 		h, events, err := a.Store.Load(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("resume %s: %w", id, err)
 		}
-		if log, err = session.NewLog(h, events, a.Store); err != nil {
-			return nil, err
+		if h.AgentPreset == "" {
+			h.AgentPreset = DefaultPreset
 		}
-	} else {
-		sid, err := uuid.NewV7()
-		if err != nil {
-			return nil, err
+		if o.Preset != "" && o.Preset != h.AgentPreset {
+			return nil, &ConfigError{fmt.Errorf("session %s uses agent preset %s; a resumed session keeps its preset", id, h.AgentPreset)}
 		}
-		h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd}
-		if err := a.Store.Create(ctx, h); err != nil {
-			return nil, err
-		}
-		if log, err = session.NewLog(h, nil, a.Store); err != nil {
-			return nil, err
-		}
+		return session.NewLog(h, events, a.Store)
 	}
-
-	reg := tool.NewRegistry()
-	if err := reg.Register("", bash.New(bash.Options{})); err != nil {
-		return nil, err
-	}
-	pipe := tool.NewPipeline(reg)
-	system := strings.NewReplacer("{{cwd}}", log.Header().Cwd, "{{model}}", route.Provider+"/"+route.Model.ID).Replace(systemPrompt)
-	ag, err := agent.New(agent.Config{
-		Log:      log,
-		Route:    agent.Route{Provider: route.Provider, Model: route.Model, Adapter: route.Adapter, Retry: llm.DefaultRetryPolicy(), Effort: effort, MaxTokens: a.Config.MaxTokens},
-		Tools:    reg,
-		Pipeline: pipe,
-		System:   system,
-	})
+	cwd, err := resolveCwd(o.Cwd)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{Agent: ag, Log: log, Route: route}, nil
+	preset := o.Preset
+	if preset == "" {
+		preset = DefaultPreset
+	}
+	if _, ok := a.presets()[preset]; !ok {
+		return nil, &ConfigError{fmt.Errorf("unknown agent preset %q", preset)}
+	}
+	sid, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset}
+	if err := a.Store.Create(ctx, h); err != nil {
+		return nil, err
+	}
+	return session.NewLog(h, nil, a.Store)
+}
+
+func resolveCwd(cwd string) (string, error) {
+	var err error
+	if cwd == "" {
+		if cwd, err = os.Getwd(); err != nil {
+			return "", err
+		}
+	}
+	if cwd, err = filepath.Abs(cwd); err != nil {
+		return "", &ConfigError{err}
+	}
+	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+		return "", &ConfigError{fmt.Errorf("working directory %s is not a directory", cwd)}
+	}
+	return cwd, nil
 }
 
 // ErrNoSession is returned by --continue when no session matches.

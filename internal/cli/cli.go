@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/dsh-dev/dsh/internal/app"
 )
@@ -31,11 +32,14 @@ type IO struct {
 const usage = `dsh — an open agent harness
 
 Usage:
-  dsh run [--model P/M] [--effort E] [--cwd DIR] [--json] [--resume ID | --continue] PROMPT
+  dsh run [--model P/M] [--effort E] [--agent-preset NAME] [--cwd DIR] [--json]
+          [--patch FILE]... [--resume ID | --continue] PROMPT
   dsh sessions list [--json] [--all]
   dsh sessions show ID [--json]
   dsh sessions export ID
   dsh sessions import FILE
+  dsh compact ID
+  dsh config dump [--patch FILE]...
   dsh version
 
 PROMPT "-" reads the prompt from standard input. State lives in $DSH_HOME
@@ -54,6 +58,10 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return runCmd(ctx, args[1:], stdio)
 	case "sessions":
 		return sessionsCmd(ctx, args[1:], stdio)
+	case "config":
+		return configCmd(args[1:], stdio)
+	case "compact":
+		return compactCmd(ctx, args[1:], stdio)
 	case "version", "--version":
 		fmt.Fprintln(stdio.Stdout, "dsh", app.Version)
 		return ExitOK
@@ -101,8 +109,14 @@ func fail(stdio IO, err error) int {
 	return ExitFailed
 }
 
-func openApp(ctx context.Context, stdio IO) (*app.App, int) {
-	a, err := app.Open(ctx)
+// patchFlags collects repeated --patch values.
+type patchFlags []string
+
+func (p *patchFlags) String() string     { return strings.Join(*p, ",") }
+func (p *patchFlags) Set(v string) error { *p = append(*p, v); return nil }
+
+func openApp(ctx context.Context, stdio IO, patches []string) (*app.App, int) {
+	a, err := app.Open(ctx, app.Options{Patches: patches})
 	if err != nil {
 		return nil, fail(stdio, err)
 	}

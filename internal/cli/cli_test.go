@@ -280,8 +280,12 @@ func TestKill9MidToolThenResume(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
 	select {
 	case <-lines:
+	case err := <-exited:
+		t.Fatalf("dsh exited before the tool started: %v\n%s", err, out.String())
 	case <-ctx.Done():
 		t.Fatal("tool never started")
 	}
@@ -289,7 +293,7 @@ func TestKill9MidToolThenResume(t *testing.T) {
 	if err := syscall.Kill(-c.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.Wait()
+	<-exited
 	if !strings.Contains(out.String(), `"type":"tool/call"`) {
 		t.Fatalf("tool/call was not streamed before the kill:\n%s", out.String())
 	}
@@ -390,10 +394,16 @@ func TestSecondInterruptExitsAtOnce(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	<-lines
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	select {
+	case <-lines:
+	case err := <-exited:
+		t.Fatalf("dsh exited before the tool started: %v", err)
+	}
 	_ = c.Process.Signal(os.Interrupt)
 	_ = c.Process.Signal(os.Interrupt)
-	err := c.Wait()
+	err := <-exited
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 		t.Fatalf("exit = %v, want 130", err)

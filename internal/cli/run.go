@@ -36,6 +36,9 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	asJSON := fs.Bool("json", false, "print every session event as a JSON line, then a run/result line")
 	resume := fs.String("resume", "", "resume the session with this id")
 	cont := fs.Bool("continue", false, "resume the newest session of this directory")
+	preset := fs.String("agent-preset", "", "agent preset of a new session (standard, minimal, or one from the profile)")
+	var patches patchFlags
+	fs.Var(&patches, "patch", "apply this profile patch file after config.yaml (repeatable)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return ExitUsage
@@ -61,12 +64,12 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return ExitUsage
 	}
 
-	a, code := openApp(ctx, stdio)
+	a, code := openApp(ctx, stdio, patches)
 	if a == nil {
 		return code
 	}
 	defer a.Close()
-	sess, err := a.OpenSession(ctx, app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, ResumeID: *resume, Continue: *cont})
+	sess, err := a.OpenSession(ctx, app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont})
 	if err != nil {
 		return fail(stdio, err)
 	}

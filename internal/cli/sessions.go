@@ -40,7 +40,7 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return ExitUsage
 	}
-	a, code := openApp(ctx, stdio)
+	a, code := openApp(ctx, stdio, nil)
 	if a == nil {
 		return code
 	}
@@ -97,7 +97,7 @@ func sessionsShow(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "dsh sessions show: exactly one session ID is required")
 		return ExitUsage
 	}
-	a, code := openApp(ctx, stdio)
+	a, code := openApp(ctx, stdio, nil)
 	if a == nil {
 		return code
 	}
@@ -214,7 +214,7 @@ func sessionsExport(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "dsh sessions export: exactly one session ID is required")
 		return ExitUsage
 	}
-	a, code := openApp(ctx, stdio)
+	a, code := openApp(ctx, stdio, nil)
 	if a == nil {
 		return code
 	}
@@ -239,7 +239,7 @@ func sessionsImport(ctx context.Context, args []string, stdio IO) int {
 		defer f.Close()
 		r = f
 	}
-	a, code := openApp(ctx, stdio)
+	a, code := openApp(ctx, stdio, nil)
 	if a == nil {
 		return code
 	}

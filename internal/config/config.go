@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v4"
 
+	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/llm"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	// Providers adds OpenAI-compatible (or Anthropic-compatible)
 	// providers, or overrides a built-in one with the same id.
 	Providers []Provider `yaml:"providers"`
+	// Profile rows are applied over the built-in profile (see
+	// internal/compose): a row with an existing id replaces it.
+	Profile []compose.Row `yaml:"profile"`
 }
 
 // Provider is one configured model provider.

@@ -75,6 +75,14 @@ type Source struct {
 	Model    string `json:"model,omitempty"`
 	Plugin   string `json:"plugin,omitempty"`
 	Form     string `json:"form,omitempty"`
+	// Sections names the parts of a composed message (runtime context).
+	Sections []NamedText `json:"sections,omitempty"`
+}
+
+// NamedText is a named piece of text.
+type NamedText struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
 }
 
 // Message is one entry of model history.
@@ -233,6 +241,9 @@ type Request struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 	// SessionID is sent to providers that accept attribution headers.
 	SessionID string `json:"-"`
+	// Purpose marks auxiliary calls ("compaction", "review"); "" is the
+	// conversation itself. Providers may attribute it in a header.
+	Purpose string `json:"-"`
 }
 
 // Adapter streams one model call. Stream yields chunks in order and ends

@@ -30,6 +30,7 @@ func Builtins() []config.Provider {
 			Models: []llm.ModelInfo{
 				{ID: "deepseek-v4-flash", ContextWindow: 1_000_000, Efforts: allEfforts, DefaultEffort: llm.EffortHigh},
 				{ID: "deepseek-v4-pro", ContextWindow: 1_000_000, Efforts: allEfforts, DefaultEffort: llm.EffortHigh},
+				{ID: "deepseek-v4-flash-vision-exp", ContextWindow: 1_000_000, Efforts: allEfforts, DefaultEffort: llm.EffortHigh, Images: true},
 			},
 		},
 		{

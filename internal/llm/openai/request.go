@@ -49,6 +49,11 @@ type chatMessage struct {
 	ReasoningContent *string        `json:"reasoning_content,omitempty"`
 	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
 	ToolCallID       string         `json:"tool_call_id,omitempty"`
+
+	// toolImages are the image blocks of a tool result. A "tool" message
+	// can carry only text, so buildRequest sends them in a user message
+	// after the run of tool messages; unexported, so never encoded.
+	toolImages []contentPart
 }
 
 type contentPart struct {
@@ -88,9 +93,25 @@ func (c *Client) buildRequest(req llm.Request) chatRequest {
 	if req.System != "" {
 		body.Messages = append(body.Messages, chatMessage{Role: "system", Content: req.System})
 	}
+	// pending holds the tool messages of the current run that returned
+	// images; the run ends at the first message that is not a tool
+	// message (or at the end), where the images follow in one user
+	// message. Putting them earlier would split the tool messages that
+	// must directly follow their assistant message.
+	var pending []chatMessage
 	for _, m := range req.Messages {
-		body.Messages = append(body.Messages, c.messages(m)...)
+		for _, wm := range c.messages(m) {
+			if wm.Role != "tool" {
+				body.Messages = appendToolImages(body.Messages, pending)
+				pending = nil
+			}
+			body.Messages = append(body.Messages, wm)
+			if len(wm.toolImages) > 0 {
+				pending = append(pending, wm)
+			}
+		}
 	}
+	body.Messages = appendToolImages(body.Messages, pending)
 	for _, t := range req.Tools {
 		params := t.Parameters
 		if len(params) == 0 || string(params) == "null" {
@@ -132,7 +153,13 @@ func (c *Client) messages(m llm.Message) []chatMessage {
 	var rest []llm.Block
 	for _, b := range m.Content {
 		if b.Type == llm.BlockToolResult {
-			tools = append(tools, chatMessage{Role: "tool", ToolCallID: b.ToolCallID, Content: joinText(b.Content, "\n")})
+			tm := chatMessage{Role: "tool", ToolCallID: b.ToolCallID, Content: joinText(b.Content, "\n")}
+			for _, ib := range b.Content {
+				if ib.Type == llm.BlockImage {
+					tm.toolImages = append(tm.toolImages, imagePart(ib))
+				}
+			}
+			tools = append(tools, tm)
 			continue
 		}
 		rest = append(rest, b)
@@ -165,7 +192,7 @@ func userMessage(role string, blocks []llm.Block) (chatMessage, bool) {
 			parts = append(parts, contentPart{Type: "text", Text: b.Text})
 		case llm.BlockImage:
 			hasImage = true
-			parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: "data:" + b.MediaType + ";base64," + b.Data}})
+			parts = append(parts, imagePart(b))
 		}
 	}
 	if len(parts) == 0 {
@@ -175,6 +202,27 @@ func userMessage(role string, blocks []llm.Block) (chatMessage, bool) {
 		return chatMessage{Role: role, Content: joinText(blocks, "\n")}, true
 	}
 	return chatMessage{Role: role, Content: parts}, true
+}
+
+// imagePart is an image block as a data-URL content part.
+func imagePart(b llm.Block) contentPart {
+	return contentPart{Type: "image_url", ImageURL: &imageURL{URL: "data:" + b.MediaType + ";base64," + b.Data}}
+}
+
+// appendToolImages appends one user message with the images of the tool
+// messages in tools, each group introduced by the call it came from, so
+// the model can tell which image answers which call. Nothing is appended
+// when there are none.
+func appendToolImages(msgs, tools []chatMessage) []chatMessage {
+	var parts []contentPart
+	for _, tm := range tools {
+		parts = append(parts, contentPart{Type: "text", Text: "Images returned by the tool call " + tm.ToolCallID + ":"})
+		parts = append(parts, tm.toolImages...)
+	}
+	if len(parts) == 0 {
+		return msgs
+	}
+	return append(msgs, chatMessage{Role: "user", Content: parts})
 }
 
 // assistant serializes a prior assistant turn. With DeepSeek every turn

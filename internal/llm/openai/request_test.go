@@ -188,3 +188,72 @@ func TestReasoningOnlyTurn(t *testing.T) {
 		t.Errorf("deepseek messages = %+v", got)
 	}
 }
+
+// TestToolResultImages: a "tool" message carries only text, so the
+// images of the tool results answering one assistant message follow the
+// whole run of tool messages in one user message, each group labelled
+// with its call; a run at the end of the history is flushed too.
+func TestToolResultImages(t *testing.T) {
+	img := func(data string) llm.Block {
+		return llm.Block{Type: llm.BlockImage, MediaType: "image/png", Data: data}
+	}
+	result := func(id string, content ...llm.Block) llm.Message {
+		return llm.Message{Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockToolResult, ToolCallID: id, Content: content}}}
+	}
+	calls := func(ids ...string) llm.Message {
+		m := llm.Message{Role: llm.RoleAssistant}
+		for _, id := range ids {
+			m.Content = append(m.Content, llm.Block{Type: llm.BlockToolCall, ID: id, Name: "read_image", Arguments: `{}`})
+		}
+		return m
+	}
+	req := llm.Request{Model: "m", Messages: []llm.Message{
+		{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("look")}},
+		calls("c1", "c2", "c3"),
+		result("c1", llm.TextBlock("Image a.png: 2x2"), img("AAAA"), img("BBBB")),
+		result("c2", llm.TextBlock("no image here")),
+		// The last result shares its message with a user note, which must
+		// come after the images.
+		{Role: llm.RoleUser, Content: []llm.Block{
+			{Type: llm.BlockToolResult, ToolCallID: "c3", Content: []llm.Block{img("CCCC")}},
+			llm.TextBlock("also this"),
+		}},
+		{Role: llm.RoleAssistant, Content: []llm.Block{llm.TextBlock("Seen."), {Type: llm.BlockToolCall, ID: "c4", Name: "read_image", Arguments: `{}`}}},
+		result("c4", llm.TextBlock("Image b.png"), img("DDDD")),
+	}}
+	want := `[
+		{"role":"user","content":"look"},
+		{"role":"assistant","content":null,"tool_calls":[
+			{"id":"c1","type":"function","function":{"name":"read_image","arguments":"{}"}},
+			{"id":"c2","type":"function","function":{"name":"read_image","arguments":"{}"}},
+			{"id":"c3","type":"function","function":{"name":"read_image","arguments":"{}"}}]},
+		{"role":"tool","tool_call_id":"c1","content":"Image a.png: 2x2"},
+		{"role":"tool","tool_call_id":"c2","content":"no image here"},
+		{"role":"tool","tool_call_id":"c3","content":""},
+		{"role":"user","content":[
+			{"type":"text","text":"Images returned by the tool call c1:"},
+			{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},
+			{"type":"image_url","image_url":{"url":"data:image/png;base64,BBBB"}},
+			{"type":"text","text":"Images returned by the tool call c3:"},
+			{"type":"image_url","image_url":{"url":"data:image/png;base64,CCCC"}}]},
+		{"role":"user","content":"also this"},
+		{"role":"assistant","content":"Seen.","tool_calls":[
+			{"id":"c4","type":"function","function":{"name":"read_image","arguments":"{}"}}]},
+		{"role":"tool","tool_call_id":"c4","content":"Image b.png"},
+		{"role":"user","content":[
+			{"type":"text","text":"Images returned by the tool call c4:"},
+			{"type":"image_url","image_url":{"url":"data:image/png;base64,DDDD"}}]}]`
+	srv, cap := server(t, sseBody(textOnly...))
+	if res := drain(t, t.Context(), client(t, srv, Config{}), req); res.Failure != nil {
+		t.Fatal(res.Failure)
+	}
+	_, _, body := cap.Get()
+	var wantMsgs any
+	if err := json.Unmarshal([]byte(want), &wantMsgs); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(body["messages"], wantMsgs) {
+		got, _ := json.MarshalIndent(body["messages"], "", " ")
+		t.Errorf("messages:\n%s", got)
+	}
+}

@@ -1,0 +1,231 @@
+// Package compose turns layered profiles into the list of module rows a
+// dsh process runs with.
+//
+// A profile is a list of rows {id, module, config, disabled}. Layers apply
+// in order (built-in base, then $DSH_HOME/config.yaml, then each --patch
+// file); a later row with the same id replaces the whole earlier row, and
+// a new id is appended. Every enabled row's config is decoded by its
+// module at composition time, so an unknown module or an invalid config
+// fails at start-up naming the row and the file it came from.
+package compose
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// Row is one entry of a profile.
+type Row struct {
+	ID       string    `yaml:"id"`
+	Module   string    `yaml:"module"`
+	Config   yaml.Node `yaml:"config,omitempty"`
+	Disabled bool      `yaml:"disabled,omitempty"`
+	// Source names the layer (file) the row came from.
+	Source string `yaml:"-"`
+}
+
+// Layer is one source of rows.
+type Layer struct {
+	Source string
+	Rows   []Row
+}
+
+// Module decodes and validates a row's configuration. Decode must reject
+// unknown keys; the returned value is what the composition root applies.
+type Module struct {
+	Name string
+	Doc  string
+	// Decode turns the row's config (nil when the row has none) into the
+	// module's value.
+	Decode func(cfg *yaml.Node) (any, error)
+}
+
+// Registry holds modules by name.
+type Registry struct{ modules map[string]Module }
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{modules: map[string]Module{}} }
+
+// Register adds m; a duplicate name is an error.
+func (r *Registry) Register(m Module) error {
+	if m.Name == "" || m.Decode == nil {
+		return errors.New("compose: module needs a name and a Decode function")
+	}
+	if _, dup := r.modules[m.Name]; dup {
+		return fmt.Errorf("compose: module %q registered twice", m.Name)
+	}
+	r.modules[m.Name] = m
+	return nil
+}
+
+// Names lists the registered modules in order.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.modules))
+	for n := range r.modules {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Entry is a composed, enabled row with its decoded value.
+type Entry struct {
+	Row
+	Value any
+}
+
+// Composition is the result of applying layers.
+type Composition struct {
+	// Rows are all rows in order, disabled ones included.
+	Rows []Row
+	// Entries are the enabled rows with decoded values, in row order.
+	Entries []Entry
+}
+
+// RowError names the row and file of a composition failure.
+type RowError struct {
+	ID, Source string
+	Err        error
+}
+
+func (e *RowError) Error() string {
+	return fmt.Sprintf("profile row %q (%s): %v", e.ID, e.Source, e.Err)
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
+
+// Compose applies layers in order and decodes every enabled row.
+func (r *Registry) Compose(layers ...Layer) (*Composition, error) {
+	var rows []Row
+	index := map[string]int{}
+	for _, l := range layers {
+		for _, row := range l.Rows {
+			row.Source = l.Source
+			if strings.TrimSpace(row.ID) == "" {
+				return nil, &RowError{ID: row.ID, Source: l.Source, Err: errors.New("row has no id")}
+			}
+			if i, ok := index[row.ID]; ok {
+				rows[i] = row
+				continue
+			}
+			index[row.ID] = len(rows)
+			rows = append(rows, row)
+		}
+	}
+	c := &Composition{Rows: rows}
+	for _, row := range rows {
+		if row.Disabled {
+			continue
+		}
+		m, ok := r.modules[row.Module]
+		if !ok {
+			return nil, &RowError{ID: row.ID, Source: row.Source, Err: fmt.Errorf("unknown module %q (known: %s)", row.Module, strings.Join(r.Names(), ", "))}
+		}
+		var cfg *yaml.Node
+		if row.Config.Kind != 0 {
+			cfg = &row.Config
+		}
+		v, err := m.Decode(cfg)
+		if err != nil {
+			return nil, &RowError{ID: row.ID, Source: row.Source, Err: fmt.Errorf("module %s: %w", row.Module, err)}
+		}
+		c.Entries = append(c.Entries, Entry{Row: row, Value: v})
+	}
+	return c, nil
+}
+
+// Decode is a helper for modules: it decodes cfg strictly into a copy of
+// def (the defaults) and returns it.
+func Decode[T any](cfg *yaml.Node, def T) (T, error) {
+	if cfg == nil {
+		return def, nil
+	}
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		return def, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	out := def
+	if err := dec.Decode(&out); err != nil && !errors.Is(err, io.EOF) {
+		return def, err
+	}
+	return out, nil
+}
+
+// ParseRows reads a YAML list of rows (a profile or patch document).
+func ParseRows(data []byte) ([]Row, error) {
+	var rows []Row
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&rows); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// PatchFile reads a --patch file: a YAML list of rows, or a mapping with
+// a "profile" key holding one.
+func PatchFile(path string) (Layer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Layer{}, err
+	}
+	var probe yaml.Node
+	if err := yaml.Unmarshal(data, &probe); err != nil {
+		return Layer{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(probe.Content) > 0 && probe.Content[0].Kind == yaml.MappingNode {
+		var doc struct {
+			Profile []Row `yaml:"profile"`
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&doc); err != nil {
+			return Layer{}, fmt.Errorf("%s: %w", path, err)
+		}
+		return Layer{Source: path, Rows: doc.Profile}, nil
+	}
+	rows, err := ParseRows(data)
+	if err != nil {
+		return Layer{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return Layer{Source: path, Rows: rows}, nil
+}
+
+// Dump writes the composed rows as YAML, each preceded by a comment naming
+// its source, with decoded values (defaults filled in) as the config.
+func (c *Composition) Dump(w io.Writer) error {
+	values := map[string]any{}
+	for _, e := range c.Entries {
+		values[e.ID] = e.Value
+	}
+	for _, row := range c.Rows {
+		out := struct {
+			ID       string `yaml:"id"`
+			Module   string `yaml:"module"`
+			Disabled bool   `yaml:"disabled,omitempty"`
+			Config   any    `yaml:"config,omitempty"`
+		}{ID: row.ID, Module: row.Module, Disabled: row.Disabled}
+		if v, ok := values[row.ID]; ok {
+			out.Config = v
+		} else if row.Config.Kind != 0 {
+			out.Config = &row.Config
+		}
+		b, err := yaml.Marshal([]any{out})
+		if err != nil {
+			return fmt.Errorf("dump row %s: %w", row.ID, err)
+		}
+		if _, err := fmt.Fprintf(w, "# from %s\n%s", row.Source, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

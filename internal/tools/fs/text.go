@@ -1,0 +1,75 @@
+package fs
+
+import (
+	"bytes"
+	"os"
+	"strings"
+
+	"github.com/dsh-dev/dsh/internal/tool"
+)
+
+// ReadText loads the whole text file at path for editing and returns its
+// content and state. It fails with FILE_NOT_FOUND (with suggestions),
+// IS_DIRECTORY, FILE_TOO_LARGE (over maxBytes) or BINARY_FILE tool
+// errors.
+func ReadText(path string, maxBytes int) (string, FileState, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "", FileState{}, statError(path, err)
+	case fi.IsDir():
+		return "", FileState{}, isDirError(path)
+	case fi.Size() > int64(maxBytes):
+		return "", FileState{}, tool.Errorf(CodeFileTooLarge,
+			"%s is %d bytes, more than the %d bytes that can be edited this way; use bash (sed, a script) instead", path, fi.Size(), maxBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", FileState{}, statError(path, err)
+	}
+	if err := CheckText(path, data[:min(len(data), binarySniff)]); err != nil {
+		return "", FileState{}, err
+	}
+	return string(data), StateOf(fi, data), nil
+}
+
+// CheckText returns a BINARY_FILE tool error when head, the first bytes
+// of the file at path, looks binary: an image (the error points to
+// read_image) or anything with a NUL byte.
+func CheckText(path string, head []byte) error {
+	// Images are checked by magic first: a few formats have no NUL byte
+	// in their first kilobytes but are still not text.
+	if mt := ImageType(head); mt != "" {
+		return tool.Errorf(CodeBinaryFile, "%s is a binary file (an %s image). Use the read_image tool to look at it", path, mt)
+	}
+	if bytes.IndexByte(head, 0) >= 0 {
+		return tool.Errorf(CodeBinaryFile, "%s is a binary file and cannot be shown as text. Inspect it with bash instead (for example `file %s` or `xxd %s | head`)", path, path, path)
+	}
+	return nil
+}
+
+// LineCount counts the lines of text: a final newline ends the last line
+// rather than starting another.
+func LineCount(text string) int {
+	n := strings.Count(text, "\n")
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		n++
+	}
+	return n
+}
+
+// LineOffset returns the byte offset at which 0-based line i of text
+// starts, or len(text) when text has no such line.
+func LineOffset(text string, i int) int {
+	st := lineStarts(text)
+	if i < len(st) {
+		return st[i]
+	}
+	return len(text)
+}
+
+// LineEnding returns "\r\n" when text mostly uses CRLF line endings and
+// "\n" otherwise.
+func LineEnding(text string) string {
+	return AdaptLineEndings(text, "\n")
+}
