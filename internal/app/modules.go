@@ -62,7 +62,11 @@ type toolPlugin struct {
 	def      func(e *env) (tool.Definition, error)
 	name     string
 	guidance string
+	config   any // the decoded configuration, for dsh config dump
 }
+
+// DumpConfig implements compose.Dumper.
+func (p toolPlugin) DumpConfig() any { return p.config }
 
 func (p toolPlugin) apply(e *env) error {
 	if !e.tools[p.name] {
@@ -208,7 +212,7 @@ func toolModule[T any](module, name string, defaults T, build func(e *env, cfg T
 			if err != nil {
 				return nil, err
 			}
-			return toolPlugin{name: name, guidance: w.Guidance, def: func(e *env) (tool.Definition, error) {
+			return toolPlugin{name: name, guidance: w.Guidance, config: w, def: func(e *env) (tool.Definition, error) {
 				return build(e, w.Options)
 			}}, nil
 		},

@@ -133,7 +133,10 @@ func Transcript(h session.Header, events []session.Event) string {
 			var m llm.Message
 			_ = e.Decode(&m)
 			label := "user"
-			if m.Source.Kind != "user" {
+			switch {
+			case m.Source.Plugin == "compaction":
+				label = "summary"
+			case m.Source.Kind != "user":
 				label = "context"
 			}
 			fmt.Fprintf(&b, "[%s] %s\n", label, indent(blocksText(m.Content)))
@@ -166,6 +169,23 @@ func Transcript(h session.Header, events []session.Event) string {
 				}
 			}
 			fmt.Fprintf(&b, "[%s %s] %s\n", p.Name, status, indent(blocksText(p.Content)))
+		case session.TypeCompactionStart:
+			b.WriteString("[compaction] started\n")
+		case session.TypeCompactionSummary:
+			var p struct {
+				ShadowedSeqs       []int64 `json:"shadowedSeqs"`
+				ShadowedTokenCount int     `json:"shadowedTokenCount"`
+			}
+			_ = e.Decode(&p)
+			fmt.Fprintf(&b, "[compaction] %d earlier messages (~%d tokens) summarised for the model; they stay in this transcript\n", len(p.ShadowedSeqs), p.ShadowedTokenCount)
+		case session.TypeCompactionEnd:
+			var p struct {
+				Error *llm.Failure `json:"error"`
+			}
+			_ = e.Decode(&p)
+			if p.Error != nil {
+				fmt.Fprintf(&b, "[compaction] failed: %s\n", p.Error.Error())
+			}
 		case session.TypeLLMRetry:
 			var p session.LLMRetry
 			_ = e.Decode(&p)

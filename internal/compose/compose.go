@@ -200,6 +200,13 @@ func PatchFile(path string) (Layer, error) {
 	return Layer{Source: path, Rows: rows}, nil
 }
 
+// Dumper is implemented by decoded values whose configuration is not the
+// value itself (e.g. a value holding a constructor); Dump prints
+// DumpConfig instead.
+type Dumper interface {
+	DumpConfig() any
+}
+
 // Dump writes the composed rows as YAML, each preceded by a comment naming
 // its source, with decoded values (defaults filled in) as the config.
 func (c *Composition) Dump(w io.Writer) error {
@@ -216,6 +223,9 @@ func (c *Composition) Dump(w io.Writer) error {
 		}{ID: row.ID, Module: row.Module, Disabled: row.Disabled}
 		if v, ok := values[row.ID]; ok {
 			out.Config = v
+			if d, ok := v.(Dumper); ok {
+				out.Config = d.DumpConfig()
+			}
 		} else if row.Config.Kind != 0 {
 			out.Config = &row.Config
 		}

@@ -93,6 +93,9 @@ func (c *Client) setHeaders(h http.Header, req llm.Request) {
 	if c.cfg.DeepSeek && req.SessionID != "" {
 		h.Set("x-deepseek-harness-session-id", req.SessionID)
 	}
+	if c.cfg.DeepSeek && req.Purpose == "compaction" {
+		h.Set("x-deepseek-harness-compact", "1")
+	}
 }
 
 // jsonError classifies the error object of a 2xx JSON body: any member

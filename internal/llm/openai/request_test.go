@@ -82,6 +82,7 @@ func TestRequestBody(t *testing.T) {
 				"Authorization": "Bearer sk-secret", "Content-Type": "application/json",
 				"Accept": "text/event-stream", "User-Agent": "dsh/1.0", "X-Extra": "1",
 				"X-Deepseek-Harness-Session-Id": map[bool]string{true: "sess-1"}[deepseek],
+				"X-Deepseek-Harness-Compact":    "",
 			} {
 				if got := h.Get(k); got != want {
 					t.Errorf("header %s = %q; want %q", k, got, want)
@@ -255,5 +256,19 @@ func TestToolResultImages(t *testing.T) {
 	if !reflect.DeepEqual(body["messages"], wantMsgs) {
 		got, _ := json.MarshalIndent(body["messages"], "", " ")
 		t.Errorf("messages:\n%s", got)
+	}
+}
+
+func TestCompactionPurposeHeader(t *testing.T) {
+	for _, deepseek := range []bool{true, false} {
+		srv, cap := server(t, sseBody(textOnly...))
+		req := llm.Request{Model: "m", Purpose: "compaction", Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("hi")}}}}
+		if res := drain(t, t.Context(), client(t, srv, Config{DeepSeek: deepseek}), req); res.Failure != nil {
+			t.Fatal(res.Failure)
+		}
+		h, _, _ := cap.Get()
+		if got, want := h.Get("X-Deepseek-Harness-Compact"), map[bool]string{true: "1"}[deepseek]; got != want {
+			t.Errorf("deepseek=%v: compact header %q, want %q", deepseek, got, want)
+		}
 	}
 }

@@ -1,0 +1,273 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/session"
+)
+
+func toolCall(name string, args map[string]any) llmtest.ToolCall {
+	b, _ := json.Marshal(args)
+	return llmtest.ToolCall{Name: name, Arguments: string(b)}
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCodingTaskInRepository is the scripted end-to-end coding task: in a
+// git repository with an AGENTS.md, the model reads a file, edits it,
+// runs the test command with bash, and the file on disk ends up right.
+func TestCodingTaskInRepository(t *testing.T) {
+	e := newEnv(t)
+	repo := e.cwd
+	writeFile(t, filepath.Join(repo, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+	writeFile(t, filepath.Join(repo, "AGENTS.md"), "Always run ./test.sh after editing.\n", 0o644)
+	writeFile(t, filepath.Join(repo, "greeting.txt"), "hello world\n", 0o644)
+	writeFile(t, filepath.Join(repo, "test.sh"), "#!/bin/sh\ngrep -qx 'hello dsh' greeting.txt && echo PASS || { echo FAIL; exit 1; }\n", 0o755)
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("read", map[string]any{"file_path": "greeting.txt"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("edit", map[string]any{"file_path": "greeting.txt", "old_string": "hello world", "new_string": "hello dsh"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("./test.sh")}},
+		llmtest.Response{Text: "Changed the greeting; ./test.sh passes."},
+	)
+	out, stderr, code := e.dsh("", "run", "--json", "change the greeting to 'hello dsh'")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, res := parseJSONRun(t, out)
+	if res.Status != "completed" {
+		t.Fatalf("result %+v", res)
+	}
+	if got, _ := os.ReadFile(filepath.Join(repo, "greeting.txt")); string(got) != "hello dsh\n" {
+		t.Errorf("greeting.txt = %q", got)
+	}
+	var results []session.ToolResult
+	for _, ev := range events {
+		if ev.Type == session.TypeToolResult {
+			var r session.ToolResult
+			_ = ev.Decode(&r)
+			results = append(results, r)
+		}
+	}
+	if len(results) != 3 {
+		t.Fatalf("%d tool results", len(results))
+	}
+	for _, r := range results {
+		if r.IsError {
+			t.Errorf("%s failed: %+v", r.Name, r.Content)
+		}
+	}
+	if txt := results[2].Content[0].Text; !strings.Contains(txt, "PASS") || !strings.Contains(txt, "[exit code: 0]") {
+		t.Errorf("test run result %q", txt)
+	}
+	first := e.srv.Requests()[0]
+	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,read,read_image,skill,todo_write,write" {
+		t.Errorf("standard tools = %s", names)
+	}
+	body := string(first.Body)
+	if !strings.Contains(body, "Always run ./test.sh after editing.") || !strings.Contains(body, "system-reminder") {
+		t.Error("AGENTS.md was not injected into the first request")
+	}
+	if !strings.Contains(body, "Git branch of the workspace: main") || !strings.Contains(body, "Current runtime context") {
+		t.Error("runtime context snapshot missing from the first request")
+	}
+	// Injected once: later requests carry the reminder exactly once.
+	if n := strings.Count(string(e.srv.Requests()[3].Body), "Always run ./test.sh after editing."); n != 1 {
+		t.Errorf("AGENTS.md appears %d times in the last request", n)
+	}
+	// The system prompt and tools are byte-stable across requests.
+	var sys0, sys3 string
+	for i, r := range []llmtest.Request{first, e.srv.Requests()[3]} {
+		s := r.Messages()[0]["content"].(string)
+		if i == 0 {
+			sys0 = s
+		} else {
+			sys3 = s
+		}
+	}
+	if sys0 != sys3 || !strings.Contains(sys0, repo) {
+		t.Error("system prompt changed between requests or lacks the cwd")
+	}
+}
+
+func TestMinimalPresetIsKeptOnResume(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Enqueue(llmtest.Response{Text: "a"}, llmtest.Response{Text: "b"})
+	out, stderr, code := e.dsh("", "run", "--json", "--agent-preset", "minimal", "hi")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	_, res := parseJSONRun(t, out)
+	req := e.srv.Requests()[0]
+	if names := strings.Join(req.ToolNames(), ","); names != "bash,str_replace_based_edit_tool" {
+		t.Errorf("minimal tools = %s", names)
+	}
+	sys := req.Messages()[0]["content"].(string)
+	if !strings.HasPrefix(sys, "You are a coding agent working in "+e.cwd) || strings.Contains(sys, "You are dsh") {
+		t.Errorf("minimal system prompt = %q", sys)
+	}
+	if _, _, code := e.dsh("", "run", "--continue", "again"); code != 0 {
+		t.Fatal("continue failed")
+	}
+	if names := strings.Join(e.srv.Requests()[1].ToolNames(), ","); names != "bash,str_replace_based_edit_tool" {
+		t.Errorf("resumed tools = %s", names)
+	}
+	if _, stderr, code := e.dsh("", "run", "--resume", res.SessionID, "--agent-preset", "standard", "x"); code != 2 || !strings.Contains(stderr, "keeps its preset") {
+		t.Errorf("preset change on resume: %d %s", code, stderr)
+	}
+	list, _, _ := e.dsh("", "sessions", "list", "--json")
+	if !strings.Contains(list, `"agentPreset": "minimal"`) {
+		t.Errorf("header lacks the preset: %s", list)
+	}
+	if _, stderr, code := e.dsh("", "run", "--agent-preset", "nope", "x"); code != 2 || !strings.Contains(stderr, "unknown agent preset") {
+		t.Errorf("unknown preset: %d %s", code, stderr)
+	}
+}
+
+func TestConfigDumpAndPatches(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.home, "config.yaml"), `
+profile:
+  - id: tool.read
+    module: tool/read
+    config: {max_lines: 5}
+`, 0o600)
+	patch := filepath.Join(t.TempDir(), "patch.yaml")
+	writeFile(t, patch, "- id: tool.bash\n  module: tool/bash\n  config: {output_limit: 1234}\n", 0o600)
+	out, stderr, code := e.dsh("", "config", "dump", "--patch", patch)
+	if code != 0 {
+		t.Fatalf("dump: %d %s", code, stderr)
+	}
+	for _, want := range []string{
+		"# from built-in\n- id: model",
+		"# from " + filepath.Join(e.home, "config.yaml") + "\n- id: tool.read",
+		"max_lines: 5",
+		"# from " + patch + "\n- id: tool.bash",
+		"output_limit: 1234",
+		"id: compaction",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dump lacks %q:\n%s", want, out)
+		}
+	}
+	// The patched bash limit reaches the tool: 3000 bytes of output are bounded.
+	e.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("seq 1 1000")}}, llmtest.Response{Text: "ok"})
+	if _, stderr, code := e.dsh("", "run", "--patch", patch, "go"); code != 0 {
+		t.Fatalf("run: %s", stderr)
+	}
+	msgs := e.srv.Requests()[1].Messages()
+	if res := msgText(msgs[len(msgs)-1]); !strings.Contains(res, "elided") {
+		t.Errorf("bash output not bounded by the patched limit: %.300s", res)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, bad, "- id: extra\n  module: no/such\n", 0o600)
+	if _, stderr, code := e.dsh("", "config", "dump", "--patch", bad); code != 2 || !strings.Contains(stderr, `profile row "extra" (`+bad+`): unknown module`) {
+		t.Errorf("bad module: %d %s", code, stderr)
+	}
+	badCfg := filepath.Join(t.TempDir(), "badcfg.yaml")
+	writeFile(t, badCfg, "- id: tool.read\n  module: tool/read\n  config: {max_lnes: 5}\n", 0o600)
+	if _, stderr, code := e.dsh("", "run", "--patch", badCfg, "x"); code != 2 || !strings.Contains(stderr, `"tool.read"`) || !strings.Contains(stderr, "max_lnes") {
+		t.Errorf("bad config: %d %s", code, stderr)
+	}
+	off := filepath.Join(t.TempDir(), "off.yaml")
+	writeFile(t, off, "- id: tool.grep\n  module: tool/grep\n  disabled: true\n", 0o600)
+	if _, stderr, code := e.dsh("", "run", "--patch", off, "x"); code != 2 || !strings.Contains(stderr, `names tool "grep"`) {
+		t.Errorf("disabled tool in preset: %d %s", code, stderr)
+	}
+}
+
+func msgText(m map[string]any) string {
+	if s, ok := m["content"].(string); ok {
+		return s
+	}
+	return fmt.Sprint(m["content"])
+}
+
+// TestCompactionThroughTheCLI runs a session on a model with a small
+// context window: it compacts automatically and keeps going, the request
+// after a compaction is smaller, `sessions show` still shows every
+// original event, and `dsh compact` compacts by hand.
+func TestCompactionThroughTheCLI(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.home, "config.yaml"), fmt.Sprintf(`
+model: tiny/small
+providers:
+  - id: tiny
+    base_url: %s
+    models:
+      - id: small
+        context_window: 4000
+`, e.srv.URL()), 0o600)
+	const steps = 8
+	var mu sync.Mutex
+	step := 0
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		mu.Lock()
+		defer mu.Unlock()
+		msgs := r.Messages()
+		if strings.Contains(msgText(msgs[len(msgs)-1]), "is about to be replaced by a summary") {
+			return llmtest.Response{Text: "Summary: the user asked to print number ranges; several seq runs were done."}
+		}
+		if step == steps {
+			return llmtest.Response{Text: "all done"}
+		}
+		step++
+		i := step - 1
+		return llmtest.Response{Text: fmt.Sprintf("step %d", i), ToolCalls: []llmtest.ToolCall{bashCall(fmt.Sprintf("seq %d %d", i*1000, i*1000+300))}, Usage: &llmtest.Usage{Input: 500 + 600*i, Output: 20}}
+	})
+	out, stderr, code := e.dsh("", "run", "--json", "print number ranges")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, res := parseJSONRun(t, out)
+	c := countTypes(events)
+	if c[session.TypeCompactionStart] == 0 || c[session.TypeCompactionStart] != c[session.TypeCompactionEnd] {
+		t.Fatalf("no balanced compaction: %v", c)
+	}
+	if c[session.TypeToolResult] != steps || res.Status != "completed" {
+		t.Fatalf("session did not continue past the window: %v %+v", c, res)
+	}
+	// Find a conversation request right after a summary request and
+	// check it is smaller than the one before the compaction.
+	reqs := e.srv.Requests()
+	shrunk := false
+	for i := 1; i+1 < len(reqs); i++ {
+		if strings.Contains(string(reqs[i].Body), "Summary: the user") || !strings.Contains(string(reqs[i+1].Body), "Summary of the earlier conversation") {
+			continue
+		}
+		if len(reqs[i+1].Body) < len(reqs[i-1].Body) {
+			shrunk = true
+		}
+	}
+	if !shrunk {
+		t.Error("no request after compaction was smaller than the one before")
+	}
+	shown, _, _ := e.dsh("", "sessions", "show", res.SessionID)
+	for i := range steps {
+		if !strings.Contains(shown, fmt.Sprintf(`seq %d %d`, i*1000, i*1000+300)) {
+			t.Errorf("transcript lost step %d", i)
+		}
+	}
+	if !strings.Contains(shown, "[compaction]") {
+		t.Errorf("transcript does not show the compaction:\n%s", shown)
+	}
+	e.srv.SetFallback(func(llmtest.Request) llmtest.Response { return llmtest.Response{Text: "Manual summary."} })
+	if out, stderr, code := e.dsh("", "compact", res.SessionID); code != 0 || !strings.Contains(out, "compacted") && !strings.Contains(out, "nothing to compact") {
+		t.Errorf("dsh compact: %d %q %s", code, out, stderr)
+	}
+}
