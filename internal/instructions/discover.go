@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/dsh-dev/dsh/internal/workspace"
 )
 
 // FileNames are the instruction files looked for in each directory from
@@ -39,22 +41,9 @@ type File struct {
 	Clipped bool
 }
 
-// ProjectRoot returns the nearest ancestor of cwd (cwd included) that
-// contains a .git entry (a directory, or a file in a worktree or
-// submodule), or cwd itself when there is none.
-func ProjectRoot(cwd string) string {
-	cwd = filepath.Clean(cwd)
-	for dir := cwd; ; {
-		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return cwd
-		}
-		dir = parent
-	}
-}
+// ProjectRoot returns the nearest ancestor of cwd holding a .git entry,
+// or cwd itself (see workspace.ProjectRoot).
+func ProjectRoot(cwd string) string { return workspace.ProjectRoot(cwd) }
 
 // realDir resolves symlinks in dir so that one directory reached by two
 // names is one directory; a directory that cannot be resolved is kept as

@@ -25,6 +25,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/dsh-dev/dsh/internal/workspace"
 )
 
 // SkillFile is the file that makes a folder a skill.
@@ -94,22 +96,9 @@ type frontMatter struct {
 	UserInvocable          *bool  `yaml:"user-invocable"`
 }
 
-// ProjectRoot returns the nearest ancestor of cwd (cwd included) holding
-// a .git entry, or cwd when there is none. (The same rule as the
-// instructions package; repeated here so neither depends on the other.)
-func ProjectRoot(cwd string) string {
-	cwd = filepath.Clean(cwd)
-	for dir := cwd; ; {
-		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return cwd
-		}
-		dir = parent
-	}
-}
+// ProjectRoot returns the nearest ancestor of cwd holding a .git entry,
+// or cwd itself (see workspace.ProjectRoot).
+func ProjectRoot(cwd string) string { return workspace.ProjectRoot(cwd) }
 
 // Roots returns the skill roots for a session in cwd, in rank order,
 // without duplicates. Roots need not exist.
