@@ -40,6 +40,13 @@ const (
 	TypeCompactionSummary = "compaction/summary"
 	TypeCompactionEnd     = "compaction/end"
 	TypeCompactionPrune   = "compaction/prune"
+
+	TypeSandboxMode      = "sandbox/mode"
+	TypeSandboxBackend   = "sandbox/backend"
+	TypeApprovalPolicy   = "approval/policy"
+	TypeApprovalAsked    = "approval/asked"
+	TypeApprovalDecided  = "approval/decided"
+	TypePermissionPreset = "permission/preset"
 )
 
 // knownTypes lists every event type this build understands. A stored
@@ -52,6 +59,8 @@ var knownTypes = map[string]bool{
 	TypeLLMRetry: true, TypeLLMRetryStart: true,
 	TypeTodoWrite: true, TypeCompactionStart: true, TypeCompactionSummary: true,
 	TypeCompactionEnd: true, TypeCompactionPrune: true,
+	TypeSandboxMode: true, TypeSandboxBackend: true, TypeApprovalPolicy: true,
+	TypeApprovalAsked: true, TypeApprovalDecided: true, TypePermissionPreset: true,
 }
 
 // IsKnownType reports whether this build understands event type t.

@@ -1,0 +1,91 @@
+// Package sandbox confines commands so that they can write only where the
+// session's sandbox mode allows, and fences in-process writes the same
+// way.
+//
+// Modes fence writes (and network): commands still run and may read
+// everywhere in every mode. A backend that cannot confine is never
+// bypassed silently: Confine fails with SANDBOX_UNAVAILABLE.
+package sandbox
+
+import "errors"
+
+// Mode is a session's sandbox mode.
+type Mode string
+
+// Sandbox modes, from narrowest to widest.
+const (
+	ReadOnly         Mode = "read-only"
+	WorkspaceWrite   Mode = "workspace-write"
+	DangerFullAccess Mode = "danger-full-access"
+)
+
+// ParseMode validates a mode name.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ReadOnly, WorkspaceWrite, DangerFullAccess:
+		return m, nil
+	}
+	return "", errors.New("unknown sandbox mode " + s + " (want read-only, workspace-write or danger-full-access)")
+}
+
+// Rank orders modes by how much they allow.
+func (m Mode) Rank() int {
+	switch m {
+	case ReadOnly:
+		return 0
+	case WorkspaceWrite:
+		return 1
+	case DangerFullAccess:
+		return 2
+	}
+	return -1
+}
+
+// Policy is what one confined command may do.
+type Policy struct {
+	Mode Mode
+	// Workspace is the writable root in workspace-write (the session cwd
+	// or its project root).
+	Workspace string
+	// WritableRoots are extra writable directories (temp directories,
+	// an approved escalation).
+	WritableRoots []string
+	// Network allows network access in read-only and workspace-write
+	// (danger-full-access always has it).
+	Network bool
+}
+
+// Enforcement says how completely a backend confines.
+type Enforcement string
+
+// Enforcement levels.
+const (
+	// Full: writes outside the writable roots, .git metadata writes and
+	// (unless allowed) network access are all blocked.
+	Full Enforcement = "full"
+	// Partial: some of the above is not enforced (e.g. Landlock without
+	// network rules on an older kernel); the gap is logged.
+	Partial Enforcement = "partial"
+	// None: danger-full-access, nothing is confined.
+	None Enforcement = "none"
+)
+
+// Confined is a command ready to run under a policy.
+type Confined struct {
+	Argv        []string
+	Env         []string // extra environment for the wrapper, if any
+	Backend     string
+	Enforcement Enforcement
+	// Gaps names what a partial enforcement does not cover.
+	Gaps []string
+	// Denied reports whether a finished command's output shows that the
+	// sandbox refused something (so the result can say so plainly and the
+	// model may ask to escalate).
+	Denied func(exitCode int, output []byte) bool
+}
+
+// CodeUnavailable is the tool error code when no backend can confine.
+const CodeUnavailable = "SANDBOX_UNAVAILABLE"
+
+// ErrUnavailable is returned (wrapped) when no backend can confine.
+var ErrUnavailable = errors.New("no sandbox backend can confine commands on this machine")
