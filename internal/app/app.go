@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,9 +22,11 @@ import (
 	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/config"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/projection"
 	"github.com/dsh-dev/dsh/internal/prompt"
 	"github.com/dsh-dev/dsh/internal/provider"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
 	"github.com/dsh-dev/dsh/internal/tool"
@@ -41,6 +44,9 @@ const DefaultPreset = "standard"
 
 // App is the opened state directory with its configuration and store.
 type App struct {
+	sbMu      sync.Mutex
+	sandboxes map[string]*sandbox.Sandbox // guarded by sbMu; by backend order
+
 	Home        string
 	Config      config.Config
 	Store       *sqlite.Store
@@ -143,6 +149,13 @@ type SessionOptions struct {
 	// whose cwd is Cwd.
 	ResumeID string
 	Continue bool
+	// Permission selects a permission preset (logged); "" keeps the
+	// session's (or the default).
+	Permission string
+	// Approval overrides the approval policy ("ask" or "never").
+	Approval string
+	// Human answers approval asks; nil when no one can answer.
+	Human permission.Answerer
 }
 
 // Session is a wired agent over a live session log.
@@ -212,6 +225,7 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 		home: a.Home, cwd: h.Cwd, preset: preset.Name, log: log, route: route,
 		reg: tool.NewRegistry(), prompt: prompt.NewAssembler(), runtime: &prompt.Runtime{},
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
+		app: a, human: o.Human, permPreset: o.Permission, approval: o.Approval, declined: map[string]bool{},
 		warn: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
 	}
 	e.pipe = tool.NewPipeline(e.reg)
@@ -225,14 +239,35 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 		}
 		return ag.Inject(m)
 	}
-	for _, entry := range a.Composition.Entries {
-		if p, ok := entry.Value.(plugin); ok {
+	if o.Permission != "" {
+		if _, ok := permission.LookupPreset(o.Permission); !ok {
+			return nil, &ConfigError{fmt.Errorf("unknown permission preset %q (want read-only, workspace-write, auto or full-access)", o.Permission)}
+		}
+	}
+	if o.Approval != "" {
+		if _, err := permission.ParseApproval(o.Approval); err != nil {
+			return nil, &ConfigError{err}
+		}
+	}
+	// Early plugins (permissions, web) set up what tool rows build on.
+	for _, early := range []bool{true, false} {
+		for _, entry := range a.Composition.Entries {
+			p, ok := entry.Value.(plugin)
+			if !ok {
+				continue
+			}
+			if _, isEarly := p.(interface{ early() }); isEarly != early {
+				continue
+			}
 			if err := p.apply(e); err != nil {
 				return nil, &ConfigError{fmt.Errorf("profile row %q (%s): %w", entry.ID, entry.Source, err)}
 			}
 		}
 	}
 	for _, name := range preset.Tools {
+		if e.declined[name] {
+			continue
+		}
 		if _, ok := e.reg.Lookup("", name); !ok {
 			return nil, &ConfigError{fmt.Errorf("agent preset %s names tool %q, but no enabled profile row provides it", preset.Name, name)}
 		}

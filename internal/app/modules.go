@@ -2,6 +2,7 @@ package app
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/compaction"
 	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/prompt"
 	"github.com/dsh-dev/dsh/internal/provider"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -21,6 +23,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/bash"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
+	"github.com/dsh-dev/dsh/internal/web"
 )
 
 //go:embed base.yaml
@@ -47,6 +50,18 @@ type env struct {
 	skills skills.Options
 	// tracker records which files this session read (read-before-write).
 	tracker *fs.Tracker
+	// app is the opened application (catalog, sandboxes).
+	app *App
+	// human answers approval asks (nil when no terminal is attached).
+	human permission.Answerer
+	// permPreset and approval are the --permission / --approval choices.
+	permPreset, approval string
+	// perm is the permission layer (the permissions module).
+	perm *permission.Session
+	// web is the web runtime (the web module).
+	web *web.Runtime
+	// declined lists preset tools whose rows declined (unavailable here).
+	declined map[string]bool
 	// warn reports a non-fatal problem to the user.
 	warn func(format string, args ...any)
 }
@@ -73,6 +88,10 @@ func (p toolPlugin) apply(e *env) error {
 		return nil
 	}
 	def, err := p.def(e)
+	if errors.Is(err, errUnavailable) {
+		e.declined[p.name] = true
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("tool %s: %w", p.name, err)
 	}
@@ -265,9 +284,10 @@ func modules() *compose.Registry {
 	must(compose.Module{Name: "runtime-context", Doc: "changing context as a logged snapshot", Decode: func(n *yaml.Node) (any, error) {
 		return compose.Decode(n, runtimeDef{Git: true})
 	}})
-	must(toolModule("tool/bash", "bash", bashConfig{}, func(_ *env, c bashConfig) (tool.Definition, error) {
-		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell}), nil
+	must(toolModule("tool/bash", "bash", bashConfig{}, func(e *env, c bashConfig) (tool.Definition, error) {
+		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine()}), nil
 	}))
 	registerToolModules(must)
+	registerPermissionModules(must)
 	return r
 }

@@ -33,6 +33,7 @@ const usage = `dsh — an open agent harness
 
 Usage:
   dsh run [--model P/M] [--effort E] [--agent-preset NAME] [--cwd DIR] [--json]
+          [--permission PRESET] [--approval ask|never]
           [--patch FILE]... [--resume ID | --continue] PROMPT
   dsh sessions list [--json] [--all]
   dsh sessions show ID [--json]

@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/session"
 )
 
@@ -37,6 +38,8 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	resume := fs.String("resume", "", "resume the session with this id")
 	cont := fs.Bool("continue", false, "resume the newest session of this directory")
 	preset := fs.String("agent-preset", "", "agent preset of a new session (standard, minimal, or one from the profile)")
+	perm := fs.String("permission", "", "permission preset: read-only, workspace-write (default), auto or full-access")
+	approval := fs.String("approval", "", "approval policy: ask (default) or never")
 	var patches patchFlags
 	fs.Var(&patches, "patch", "apply this profile patch file after config.yaml (repeatable)")
 	pos, err := parseInterspersed(fs, args)
@@ -69,7 +72,12 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	sess, err := a.OpenSession(ctx, app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont})
+	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval}
+	if r, w, closeTTY, ok := terminal(); ok {
+		defer closeTTY()
+		opts.Human = permission.NewTerminal(r, w)
+	}
+	sess, err := a.OpenSession(ctx, opts)
 	if err != nil {
 		return fail(stdio, err)
 	}

@@ -1,7 +1,9 @@
 // Package bash is the model-facing bash tool: one fresh `bash -c` per
 // call, run in its own process group through internal/subprocess, with a
 // per-call timeout, a working directory and bounded output that ends in
-// an "[exit code: N]" marker.
+// an "[exit code: N]" marker. With Options.Confine each command runs
+// wrapped by a sandbox, and a refusal by the sandbox ends the output with
+// a "[sandbox: … denied …]" line the model may escalate once.
 package bash
 
 import (
@@ -59,6 +61,14 @@ type Options struct {
 	// Shell is the program run as `Shell -c command`; "" means
 	// DefaultShell.
 	Shell string
+	// Confine wraps each command's argv for the sandbox under the call's
+	// policy. Nil runs commands unconfined (tests, and compositions that
+	// run in danger-full-access only). An error means the command must
+	// not run: the call fails with the error's code (SANDBOX_UNAVAILABLE
+	// unless it is a *tool.Error) and nothing is started. A non-nil
+	// Confine also offers the model the sandbox_permissions and
+	// justification parameters.
+	Confine func(c *tool.Call, argv []string) (Confinement, error)
 }
 
 func (o Options) withDefaults() Options {
@@ -97,13 +107,14 @@ func New(opts Options) tool.Definition {
 }
 
 func describe(o Options) string {
+	text := sandboxSection(description, o.Confine != nil)
 	return strings.NewReplacer(
 		"{{DEFAULT_TIMEOUT_MS}}", strconv.FormatInt(o.DefaultTimeout.Milliseconds(), 10),
 		"{{DEFAULT_TIMEOUT}}", human(o.DefaultTimeout),
 		"{{MAX_TIMEOUT_MS}}", strconv.FormatInt(o.MaxTimeout.Milliseconds(), 10),
 		"{{MAX_TIMEOUT}}", human(o.MaxTimeout),
 		"{{OUTPUT_LIMIT}}", strconv.Itoa(o.OutputLimit),
-	).Replace(strings.TrimSpace(description))
+	).Replace(strings.TrimSpace(text))
 }
 
 func parameters(o Options) json.RawMessage {
@@ -115,8 +126,8 @@ func parameters(o Options) json.RawMessage {
 		`"description":{"type":"string","description":"A few words saying what the command does, shown to the user."},`+
 		`"timeout_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"Timeout in milliseconds (default %d, maximum %d)."},`+
 		`"workdir":{"type":"string","description":"Directory to run in; relative paths resolve against the session working directory (the default)."}`+
-		`},"required":["command"],"additionalProperties":false}`,
-		o.MaxTimeout.Milliseconds(), o.DefaultTimeout.Milliseconds(), o.MaxTimeout.Milliseconds()))
+		`%s},"required":["command"],"additionalProperties":false}`,
+		o.MaxTimeout.Milliseconds(), o.DefaultTimeout.Milliseconds(), o.MaxTimeout.Milliseconds(), escalationParams(o)))
 }
 
 // maxTimeoutMs bounds a parsed timeout_ms (about 31 years).
@@ -129,6 +140,9 @@ type args struct {
 	Timeout     time.Duration // 0: not given
 	TimeoutMs   int64         // as given, for the clamp note
 	Workdir     string
+	// SandboxPermissions is the escalation requested ("" = none).
+	SandboxPermissions string
+	Justification      string
 }
 
 // parseArgs validates the arguments by hand rather than with
@@ -164,6 +178,15 @@ func parseArgs(raw json.RawMessage) (args, error) {
 		return a, err
 	}
 	if a.Workdir, _, err = str("workdir"); err != nil {
+		return a, err
+	}
+	if a.SandboxPermissions, _, err = str("sandbox_permissions"); err != nil {
+		return a, err
+	}
+	if a.Justification, _, err = str("justification"); err != nil {
+		return a, err
+	}
+	if err := checkEscalation(a); err != nil {
 		return a, err
 	}
 	if v, ok := fields["timeout_ms"]; ok && string(v) != "null" {
@@ -235,6 +258,12 @@ type meta struct {
 	Workdir     string `json:"workdir"`
 	TimedOut    bool   `json:"timedOut,omitempty"`
 	Cancelled   bool   `json:"cancelled,omitempty"`
+	// SandboxMode is the mode the command was confined under (set only
+	// when the tool confines).
+	SandboxMode string `json:"sandboxMode,omitempty"`
+	// SandboxDenied reports that the sandbox refused something the
+	// command tried; a later call may escalate it.
+	SandboxDenied bool `json:"sandboxDenied,omitempty"`
 }
 
 func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
@@ -259,19 +288,30 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		}
 	}
 
+	argv, env := []string{o.Shell, "-c", a.Command}, environ(c.SessionID)
+	var conf *Confinement
+	if o.Confine != nil {
+		cf, err := o.Confine(c, argv)
+		if err != nil {
+			return tool.Result{}, confineError(err)
+		}
+		conf = &cf
+		argv, env = cf.Argv, append(env, cf.Env...)
+	}
+
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
 	defer cancel()
 	out, err := subprocess.Run(runCtx, subprocess.Spec{
-		Argv:        []string{o.Shell, "-c", a.Command},
+		Argv:        argv,
 		Dir:         dir,
-		Env:         environ(c.SessionID),
+		Env:         env,
 		OutputLimit: o.OutputLimit,
 	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled")
 		}
-		return tool.Result{}, tool.Errorf(tool.CodeFailed, "could not start %s: %v", o.Shell, err)
+		return tool.Result{}, tool.Errorf(tool.CodeFailed, "could not start %s: %v", argv[0], err)
 	}
 
 	var text strings.Builder
@@ -305,8 +345,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		}
 		fmt.Fprintf(&text, "[exit code: %d]", out.ExitCode)
 	}
-	res.Content = tool.Text(text.String()).Content
-	res.Meta, _ = json.Marshal(meta{
+	m := meta{
 		ExitCode:    out.ExitCode,
 		DurationMs:  out.Duration.Milliseconds(),
 		ElidedBytes: out.Elided,
@@ -314,7 +353,17 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		Workdir:     dir,
 		TimedOut:    out.TimedOut,
 		Cancelled:   out.Cancelled,
-	})
+	}
+	if conf != nil {
+		m.SandboxMode = string(conf.Policy.Mode)
+		// A killed command proves nothing about the sandbox.
+		if !out.TimedOut && !out.Cancelled && conf.Denied != nil && conf.Denied(out.ExitCode, out.Output) {
+			m.SandboxDenied = true
+			text.WriteString("\n" + denialMarker(conf.Policy, out.Output))
+		}
+	}
+	res.Content = tool.Text(text.String()).Content
+	res.Meta, _ = json.Marshal(m)
 	return res, nil
 }
 

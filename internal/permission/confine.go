@@ -1,0 +1,231 @@
+package permission
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/dsh-dev/dsh/internal/sandbox"
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/tool"
+	"github.com/dsh-dev/dsh/internal/tools/bash"
+)
+
+// Confiner wraps a command for the sandbox (the sandbox package's
+// backends implement it).
+type Confiner interface {
+	Confine(argv []string, p sandbox.Policy) (sandbox.Confined, error)
+}
+
+// WriteChecker reports whether a write to path is allowed under p; a
+// refusal is an error (the sandbox package's Policy.CheckWrite, as a
+// method expression: sandbox.Policy.CheckWrite).
+type WriteChecker func(p sandbox.Policy, path string) error
+
+// BashConfiner is the bash tool's Confine option: it builds each call's
+// sandbox policy and wraps the command with the Confiner.
+//
+// The policy: the mode is the call's approved escalation, else the
+// session's mode (last sandbox/mode event, else the default). The
+// writable root is Workspace — the session cwd, not its enclosing git
+// repository, because a session started below a repository (or in a
+// home directory that is itself a dotfiles repository) must not get
+// write access to everything above it; a user who wants the whole
+// repository starts the session at its root. WritableRoots are added in
+// workspace-write. The network is off except in danger-full-access or
+// with an approved network escalation.
+type BashConfiner struct {
+	Sandbox  Confiner
+	Log      *session.Log
+	Defaults Defaults
+	// Workspace is the writable root in workspace-write; "" uses the
+	// call's Cwd (the session cwd).
+	Workspace string
+	// WritableRoots are extra writable directories in workspace-write.
+	WritableRoots []string
+	Grants        *Grants
+
+	mu     sync.Mutex
+	logged *SandboxBackend // guarded by mu; the last sandbox/backend on the log
+	read   bool            // guarded by mu; logged was read from the log
+}
+
+// Policy is the call's policy without any escalation: what the session
+// allows. The write fence uses it for file tools.
+func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
+	ws := b.Workspace
+	if ws == "" {
+		ws = c.Cwd
+	}
+	return policyFor(b.Defaults.Current(b.Log).Mode, ws, b.WritableRoots, false)
+}
+
+func policyFor(mode sandbox.Mode, ws string, roots []string, network bool) sandbox.Policy {
+	p := sandbox.Policy{Mode: mode, Workspace: ws, Network: network || mode == sandbox.DangerFullAccess}
+	if mode == sandbox.WorkspaceWrite {
+		p.WritableRoots = slices.Clone(roots)
+	}
+	return p
+}
+
+// Confine implements bash.Options.Confine. danger-full-access runs the
+// command as it is; every other mode goes through the Confiner, whose
+// errors (SANDBOX_UNAVAILABLE) are returned unchanged, so a command never
+// runs unconfined because the sandbox failed.
+func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, error) {
+	p := b.Policy(c)
+	if g, ok := b.Grants.take(c.ID); ok && approvedOnLog(b.Log.Events(), c.ID) {
+		if g.Mode.Rank() > p.Mode.Rank() {
+			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
+		}
+		p.Network = p.Network || g.Network
+	}
+	if p.Mode == sandbox.DangerFullAccess {
+		return bash.Confinement{Confined: sandbox.Confined{Argv: argv, Backend: "none", Enforcement: sandbox.None}, Policy: p}, nil
+	}
+	if b.Sandbox == nil {
+		return bash.Confinement{}, &tool.Error{Name: "SandboxError", Code: sandbox.CodeUnavailable,
+			Message: "the command was not run: " + sandbox.ErrUnavailable.Error()}
+	}
+	conf, err := b.Sandbox.Confine(argv, p)
+	if err != nil {
+		return bash.Confinement{}, err
+	}
+	if err := b.logBackend(conf); err != nil {
+		return bash.Confinement{}, err
+	}
+	return bash.Confinement{Confined: conf, Policy: p}, nil
+}
+
+// logBackend appends sandbox/backend when the backend or its enforcement
+// differs from the last one on the log (once per session, normally).
+func (b *BashConfiner) logBackend(conf sandbox.Confined) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.read {
+		b.read = true
+		events := b.Log.Events()
+		for i := len(events) - 1; i >= 0; i-- {
+			var p SandboxBackend
+			if events[i].Type == session.TypeSandboxBackend && events[i].Decode(&p) == nil {
+				b.logged = &p
+				break
+			}
+		}
+	}
+	cur := SandboxBackend{Backend: conf.Backend, Enforcement: conf.Enforcement, Gaps: conf.Gaps}
+	if b.logged != nil && b.logged.Backend == cur.Backend && b.logged.Enforcement == cur.Enforcement && slices.Equal(b.logged.Gaps, cur.Gaps) {
+		return nil
+	}
+	if _, err := b.Log.Append(session.TypeSandboxBackend, cur); err != nil {
+		return err
+	}
+	b.logged = &cur
+	return nil
+}
+
+// approvedOnLog reports whether the latest run of callID was approved:
+// an approval/decided allowed-once whose approval/asked names the call,
+// after the call's tool/call event.
+func approvedOnLog(events []session.Event, callID string) bool {
+	allowed := map[string]bool{}
+	for i := len(events) - 1; i >= 0; i-- {
+		switch ev := events[i]; ev.Type {
+		case session.TypeApprovalDecided:
+			var d ApprovalDecided
+			if ev.Decode(&d) == nil && d.Outcome == tool.AllowedOnce {
+				allowed[d.ID] = true
+			}
+		case session.TypeApprovalAsked:
+			var a ApprovalAsked
+			if ev.Decode(&a) == nil && a.CallID == callID && allowed[a.ID] {
+				return true
+			}
+		case session.TypeToolCall:
+			var tc session.ToolCall
+			if ev.Decode(&tc) == nil && tc.CallID == callID {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// Tools the write fence checks, and the argument naming their target.
+var fencedTools = map[string]string{
+	"write":                       "file_path",
+	"edit":                        "file_path",
+	"str_replace_based_edit_tool": "path",
+}
+
+// WriteFence is a tool.Guard that applies the session's sandbox mode to
+// the file tools (write, edit, and str_replace_based_edit_tool except
+// view), so they are no second write path around the sandbox. The target
+// path is resolved against the call's cwd and checked with check under
+// policy(c) (BashConfiner.Policy). File tools do not escalate: the
+// denial tells the model to make a write that is really needed with
+// bash, whose sandbox denial can then be escalated with approval, so
+// there is one escalation path with one set of rules.
+func WriteFence(check WriteChecker, policy func(c *tool.Call) sandbox.Policy) tool.Guard {
+	return func(c *tool.Call) string {
+		field, ok := fencedTools[c.Name]
+		if !ok {
+			return ""
+		}
+		var args map[string]json.RawMessage
+		if json.Unmarshal(c.Arguments, &args) != nil {
+			return "" // the tool reports malformed arguments itself
+		}
+		if c.Name == "str_replace_based_edit_tool" {
+			var cmd string
+			if json.Unmarshal(args["command"], &cmd) == nil && cmd == "view" {
+				return ""
+			}
+		}
+		var target string
+		if json.Unmarshal(args[field], &target) != nil || strings.TrimSpace(target) == "" {
+			return ""
+		}
+		p := policy(c)
+		if p.Mode == sandbox.DangerFullAccess {
+			return ""
+		}
+		path := resolvePath(c.Cwd, target)
+		err := check(p, path)
+		if err == nil {
+			return ""
+		}
+		// The sandbox's DeniedError reads "sandbox: file access denied:
+		// PATH (MODE: REASON)"; keep only REASON, the rest is said below.
+		detail := strings.TrimPrefix(err.Error(), "sandbox: file access denied: ")
+		detail = strings.TrimPrefix(detail, path+" ")
+		if inner, ok := strings.CutPrefix(detail, "("+string(p.Mode)+": "); ok {
+			detail = strings.TrimSuffix(inner, ")")
+		}
+		return fmt.Sprintf("[sandbox: file access denied — writing %s is not allowed in %s mode: %s] "+
+			"File tools cannot escalate. If this write is really needed, make it with a bash command; "+
+			"if the sandbox refuses that command, you may retry it once with sandbox_permissions and a justification.",
+			path, p.Mode, detail)
+	}
+}
+
+// resolvePath makes target absolute the way the file tools do: "~"
+// expands to the home directory, relative paths are taken against cwd.
+func resolvePath(cwd, target string) string {
+	if target == "~" || strings.HasPrefix(target, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			target = filepath.Join(home, target[1:])
+		}
+	}
+	if !filepath.IsAbs(target) {
+		if cwd == "" {
+			cwd, _ = os.Getwd()
+		}
+		target = filepath.Join(cwd, target)
+	}
+	return filepath.Clean(target)
+}

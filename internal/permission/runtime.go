@@ -1,0 +1,93 @@
+package permission
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dsh-dev/dsh/internal/prompt"
+	"github.com/dsh-dev/dsh/internal/sandbox"
+)
+
+// Runtime-context section names and their order among the sections.
+const (
+	SectionSandbox  = "sandbox:policy"
+	SectionApproval = "approval:policy"
+	sectionOrder    = 20
+)
+
+// RuntimeOptions says what the runtime sections describe.
+type RuntimeOptions struct {
+	// State returns the session's current state (e.g. Defaults.Current
+	// bound to the log). Required.
+	State func() State
+	// Workspace is the writable root in workspace-write.
+	Workspace string
+	// WritableRoots are the extra writable directories in workspace-write.
+	WritableRoots []string
+	// Human reports whether a human answerer is attached (a terminal);
+	// nil means none.
+	Human func() bool
+	// Reviewer reports whether an automatic reviewer is configured.
+	Reviewer bool
+}
+
+// RuntimeSections returns the sandbox:policy and approval:policy sections.
+// The policy reaches the model through the runtime-context snapshot rather
+// than the system prompt, so that a change is a logged message and the
+// system prompt stays cacheable.
+func RuntimeSections(o RuntimeOptions) []prompt.RuntimeSection {
+	return []prompt.RuntimeSection{
+		{Name: SectionSandbox, Order: sectionOrder, Render: func() string { return SandboxText(o.State(), o.Workspace, o.WritableRoots) }},
+		{Name: SectionApproval, Order: sectionOrder + 1, Render: func() string {
+			return ApprovalText(o.State(), o.Human != nil && o.Human(), o.Reviewer)
+		}},
+	}
+}
+
+// SandboxText describes the sandbox mode in plain words: what may be
+// written, whether the network is on and how to escalate.
+func SandboxText(st State, workspace string, roots []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Sandbox mode: %s. ", st.Mode)
+	switch st.Mode {
+	case sandbox.DangerFullAccess:
+		b.WriteString("Nothing is confined: shell commands and file tools may write anywhere and use the network. There is nothing to escalate.")
+		return b.String()
+	case sandbox.ReadOnly:
+		b.WriteString("Shell commands and file tools may read everywhere but write nowhere (only /dev/null). Network access is off.")
+	default:
+		fmt.Fprintf(&b, "Shell commands and file tools may read everywhere but write only inside the workspace %s", workspace)
+		if len(roots) > 0 {
+			fmt.Fprintf(&b, " and in %s", strings.Join(roots, ", "))
+		}
+		b.WriteString("; writes elsewhere are refused. Network access is off.")
+	}
+	wider := "`workspace-write` (to write in the workspace) or `danger-full-access` (to write anywhere)"
+	if st.Mode == sandbox.WorkspaceWrite {
+		wider = "`danger-full-access` (to write outside the workspace)"
+	}
+	b.WriteString("\nWhen a bash command fails because of the sandbox, its output ends with a line starting `[sandbox: `. " +
+		"Only then, and only if the action is really needed, retry the same command once with `sandbox_permissions` set to " +
+		wider + " or `network` (for network access), and a `justification` saying why; the retry runs only if it is approved. " +
+		"File tools cannot escalate: if such a write is needed, make it with a bash command.")
+	return b.String()
+}
+
+// ApprovalText describes whether approval requests will be answered.
+func ApprovalText(st State, human, reviewer bool) string {
+	const what = "Calls that need approval are sandbox escalations and commands a permission rule marks for asking."
+	switch {
+	case st.Approval == ApprovalNever:
+		return "Approval policy: never. " + what + " No one answers them: they are denied at once, so work within the sandbox."
+	case st.AutoReview() && reviewer:
+		fallback := "high- and medium-risk calls are refused"
+		if human {
+			fallback = "high-risk calls are refused and medium-risk calls are shown to the user"
+		}
+		return "Approval policy: auto review. " + what + " An automatic reviewer judges each one against the user's task and recent instructions: low-risk calls are allowed once, " + fallback + "."
+	case human:
+		return "Approval policy: ask. " + what + " They are shown to the user, who allows each one once or denies it."
+	default:
+		return "Approval policy: ask. " + what + " No one is available to answer them in this session, so they are denied; work within the sandbox."
+	}
+}

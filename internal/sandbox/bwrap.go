@@ -1,0 +1,157 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"time"
+)
+
+// probeTimeout bounds a backend probe: a wedged bwrap or helper must not
+// hang session start.
+const probeTimeout = 10 * time.Second
+
+// Bwrap confines commands with bubblewrap: the host root bound read-only,
+// a fresh /dev and /proc, a private PID namespace (host processes are
+// invisible and unsignalable), no controlling terminal (--new-session, so
+// no TIOCSTI injection), killed with its parent, no network unless
+// Policy.Network, and writable binds for exactly what the mode allows:
+//
+//   - workspace-write: the workspace, the WritableRoots, and the temp dirs
+//     (os.TempDir(), plus /tmp and /var/tmp when present; they are the
+//     host's, so files left there by one command are seen by the next,
+//     as with Landlock). Each root's .git (and a worktree's git dir) is
+//     bound read-only again on top.
+//   - read-only: nothing of the host; TMPDIR points at a private scratch
+//     directory, the only writable place. The host's /tmp stays readable
+//     but read-only, because every mode lets commands read everywhere (a
+//     private tmpfs over /tmp would hide it).
+//
+// /dev is bubblewrap's minimal one (null, zero, random, tty, pts, shm):
+// host devices such as GPUs are not visible. Pathname UNIX sockets of
+// host daemons (e.g. /var/run/docker.sock) stay reachable when their
+// socket file is: a read-only bind does not stop connect(2).
+type Bwrap struct {
+	path string
+
+	once    sync.Once
+	bin     string
+	lookErr error
+}
+
+// NewBwrap returns the bubblewrap backend running the bwrap binary at
+// path, or the one found on $PATH when path is "".
+func NewBwrap(path string) *Bwrap { return &Bwrap{path: path} }
+
+// Name implements Backend.
+func (b *Bwrap) Name() string { return "bwrap" }
+
+func (b *Bwrap) binary() (string, error) {
+	b.once.Do(func() {
+		p := b.path
+		if p == "" {
+			p = "bwrap"
+		}
+		b.bin, b.lookErr = exec.LookPath(p)
+	})
+	return b.bin, b.lookErr
+}
+
+// baseArgs are the namespace and mount flags common to every policy.
+func baseArgs(network bool) []string {
+	args := []string{"--die-with-parent", "--new-session", "--unshare-pid"}
+	if !network {
+		args = append(args, "--unshare-net")
+	}
+	return append(args, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+}
+
+// Probe implements Backend: it runs `bwrap … true` with the namespaces
+// Confine uses, which fails where user namespaces or mount propagation
+// are unavailable (many containers: "Failed to make / slave",
+// "Creating new namespace failed").
+func (b *Bwrap) Probe() error {
+	bin, err := b.binary()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	args := append(baseArgs(false), "--", "true")
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s does not work here: %v: %s", bin, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// Confine implements Backend.
+func (b *Bwrap) Confine(argv []string, p Policy) (Confined, error) {
+	if err := validate(argv, p); err != nil {
+		return Confined{}, err
+	}
+	if p.Mode == DangerFullAccess {
+		return Unconfined(argv), nil
+	}
+	bin, err := b.binary()
+	if err != nil {
+		return Confined{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	l, err := newLayout(p)
+	if err != nil {
+		return Confined{}, err
+	}
+	args, gaps := bwrapArgs(l, p.Network)
+	out := make([]string, 0, 1+len(args)+1+len(argv))
+	out = append(out, bin)
+	out = append(out, args...)
+	out = append(out, "--")
+	out = append(out, argv...)
+	c := Confined{
+		Argv:        out,
+		Backend:     b.Name(),
+		Enforcement: Full,
+		Gaps:        gaps,
+		Denied:      outputDenied,
+	}
+	if len(gaps) > 0 {
+		c.Enforcement = Partial
+	}
+	return c, nil
+}
+
+// bwrapArgs turns a layout into bwrap options, returning what they leave
+// unprotected.
+func bwrapArgs(l layout, network bool) (args, gaps []string) {
+	args = baseArgs(network)
+	// Parents before children: a later bind of a parent would hide an
+	// earlier bind beneath it.
+	writable := slices.Concat(l.temps, l.roots)
+	slices.Sort(writable)
+	for _, d := range slices.Compact(writable) {
+		args = append(args, "--bind", d, d)
+	}
+	if l.scratch != "" {
+		args = append(args, "--bind", l.scratch, l.scratch, "--setenv", "TMPDIR", l.scratch)
+	}
+	// Read-only binds come last so they win over the writable ones.
+	for _, g := range l.protected {
+		fi, err := os.Lstat(g)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			// mount(2) follows the link, so only its target (also in
+			// protected) can be made read-only.
+			gaps = append(gaps, g+" is a symlink: its target is read-only, but the link itself can be replaced")
+			continue
+		}
+		args = append(args, "--ro-bind", g, g)
+	}
+	return args, gaps
+}

@@ -1,0 +1,91 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+// ErrDenied matches (with errors.Is) every *DeniedError.
+var ErrDenied = errors.New("sandbox: file access denied")
+
+// DeniedError is the in-process fence's refusal of a write. Its message
+// starts with "sandbox: file access denied", the marker tool results use
+// for sandbox denials, so the model can tell a denial from a failure and
+// ask to escalate.
+type DeniedError struct {
+	// Path is the path as the tool was given it.
+	Path string
+	// Mode is the sandbox mode that refused it.
+	Mode Mode
+	// Reason says why, naming the resolved path when a symlink or ".."
+	// moved it.
+	Reason string
+}
+
+// Error implements error.
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("sandbox: file access denied: %s (%s: %s)", e.Path, e.Mode, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrDenied) true.
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// CheckWrite is the in-process fence for file tools (write, edit, …): it
+// reports whether a write to path is allowed under p, with the same rules
+// the OS backends enforce for commands, so a file tool is no second write
+// path around the sandbox.
+//
+// A relative path is taken relative to Workspace. The path is resolved
+// through the symlinks of its longest existing prefix, so a symlink inside
+// the workspace that points outside is caught. Writes are allowed only
+// inside Workspace or a WritableRoot, never into a root's .git metadata,
+// never in read-only; danger-full-access allows everything. Unlike
+// commands, file tools get no temp dirs: add them to WritableRoots if
+// they need them.
+func (p Policy) CheckWrite(path string) error {
+	deny := func(format string, args ...any) error {
+		return &DeniedError{Path: path, Mode: p.Mode, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch p.Mode {
+	case DangerFullAccess:
+		return nil
+	case ReadOnly:
+		return deny("the read-only sandbox allows no writes")
+	case WorkspaceWrite:
+	default:
+		return deny("unknown sandbox mode")
+	}
+	ws, err := workspaceRoot(p)
+	if err != nil {
+		return deny("%v", err)
+	}
+	target, err := resolvePath(ws, path)
+	if err != nil {
+		return deny("cannot resolve the path: %v", err)
+	}
+	moved, lexical := "", path
+	if !filepath.IsAbs(path) {
+		lexical = filepath.Join(ws, path)
+	}
+	if filepath.Clean(lexical) != target {
+		moved = " (it resolves to " + target + ")"
+	}
+	roots := []string{ws}
+	for _, r := range p.WritableRoots {
+		if rr, err := resolvePath(ws, r); err == nil {
+			roots = append(roots, rr)
+		}
+	}
+	if withinAny(target, roots) == "" {
+		return deny("outside the workspace %s and the writable roots%s", ws, moved)
+	}
+	for _, r := range roots {
+		for _, g := range gitPaths(r) {
+			if within(target, g) {
+				return deny("git metadata %s stays read-only%s", g, moved)
+			}
+		}
+	}
+	return nil
+}
