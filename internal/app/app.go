@@ -156,6 +156,10 @@ type SessionOptions struct {
 	Approval string
 	// Human answers approval asks; nil when no one can answer.
 	Human permission.Answerer
+	// Observe, when set, sees every event appended from the moment the
+	// log is opened (the --json stream), including those the session
+	// wiring itself appends (permission choices).
+	Observe func(session.Event)
 }
 
 // Session is a wired agent over a live session log.
@@ -215,6 +219,7 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
+
 	h := log.Header()
 	preset, ok := a.presets()[h.AgentPreset]
 	if !ok {
@@ -336,7 +341,21 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, erro
 		if o.Preset != "" && o.Preset != h.AgentPreset {
 			return nil, &ConfigError{fmt.Errorf("session %s uses agent preset %s; a resumed session keeps its preset", id, h.AgentPreset)}
 		}
-		return session.NewLog(h, events, a.Store)
+		log, err := session.NewLog(h, events, a.Store)
+		if err != nil {
+			return nil, err
+		}
+		if o.Observe != nil {
+			log.Observe(o.Observe)
+		}
+		// session/end-seed is the first live write of a resumed session,
+		// before anything the wiring appends.
+		if len(events) > 0 && events[len(events)-1].Type != session.TypeEndSeed {
+			if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
+				return nil, err
+			}
+		}
+		return log, nil
 	}
 	cwd, err := resolveCwd(o.Cwd)
 	if err != nil {
@@ -357,7 +376,11 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, erro
 	if err := a.Store.Create(ctx, h); err != nil {
 		return nil, err
 	}
-	return session.NewLog(h, nil, a.Store)
+	log, err := session.NewLog(h, nil, a.Store)
+	if err == nil && o.Observe != nil {
+		log.Observe(o.Observe)
+	}
+	return log, err
 }
 
 func resolveCwd(cwd string) (string, error) {

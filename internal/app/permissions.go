@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
@@ -57,13 +58,24 @@ func (d permissionsDef) early() {}
 
 func (d permissionsDef) apply(e *env) error {
 	sb := e.app.sandbox(d.Backends)
+	roots := d.WritableRoots
+	if roots == nil {
+		// Build tools (go, npm, pip) write their caches under the user
+		// cache directory; without it most test commands fail in
+		// workspace-write. Set writable_roots: [] to fence it too.
+		if dir, err := os.UserCacheDir(); err == nil {
+			if st, err := os.Stat(dir); err == nil && st.IsDir() {
+				roots = []string{dir}
+			}
+		}
+	}
 	cfg := permission.Config{
 		Log:           e.log,
 		Defaults:      permission.Defaults{Preset: d.Default},
 		Sandbox:       sb,
 		CheckWrite:    sandbox.Policy.CheckWrite,
 		Workspace:     e.cwd,
-		WritableRoots: d.WritableRoots,
+		WritableRoots: roots,
 		Rules:         d.Rules,
 	}
 	if e.human != nil {
@@ -111,6 +123,12 @@ func (e *env) bashConfine() func(c *tool.Call, argv []string) (bash.Confinement,
 func (a *App) sandbox(order []string) *sandbox.Sandbox {
 	a.sbMu.Lock()
 	defer a.sbMu.Unlock()
+	if len(order) == 0 {
+		// An operator override, e.g. to skip a misbehaving bwrap.
+		if env := os.Getenv("DSH_SANDBOX_BACKENDS"); env != "" {
+			order = strings.Split(env, ",")
+		}
+	}
 	key := strings.Join(order, ",")
 	if a.sandboxes == nil {
 		a.sandboxes = map[string]*sandbox.Sandbox{}

@@ -73,6 +73,20 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	defer a.Close()
 	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval}
+	var out *bufio.Writer
+	var outMu sync.Mutex
+	if *asJSON {
+		out = bufio.NewWriterSize(stdio.Stdout, 64<<10)
+		enc := json.NewEncoder(out)
+		opts.Observe = func(e session.Event) {
+			outMu.Lock()
+			defer outMu.Unlock()
+			_ = enc.Encode(e)
+			if e.Type != session.TypeAssistantChunk {
+				_ = out.Flush()
+			}
+		}
+	}
 	if r, w, closeTTY, ok := terminal(); ok {
 		defer closeTTY()
 		opts.Human = permission.NewTerminal(r, w)
@@ -80,21 +94,6 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	sess, err := a.OpenSession(ctx, opts)
 	if err != nil {
 		return fail(stdio, err)
-	}
-
-	var out *bufio.Writer
-	var outMu sync.Mutex
-	if *asJSON {
-		out = bufio.NewWriterSize(stdio.Stdout, 64<<10)
-		enc := json.NewEncoder(out)
-		sess.Log.Observe(func(e session.Event) {
-			outMu.Lock()
-			defer outMu.Unlock()
-			_ = enc.Encode(e)
-			if e.Type != session.TypeAssistantChunk {
-				_ = out.Flush()
-			}
-		})
 	}
 
 	// First interrupt cancels the turn cleanly; a second exits at once.

@@ -85,7 +85,7 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 		p.Network = p.Network || g.Network
 	}
 	if p.Mode == sandbox.DangerFullAccess {
-		return bash.Confinement{Confined: sandbox.Confined{Argv: argv, Backend: "none", Enforcement: sandbox.None}, Policy: p}, nil
+		return bash.Confinement{Confined: sandbox.Unconfined(argv), Policy: p}, nil
 	}
 	if b.Sandbox == nil {
 		return bash.Confinement{}, &tool.Error{Name: "SandboxError", Code: sandbox.CodeUnavailable,

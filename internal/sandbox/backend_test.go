@@ -72,6 +72,16 @@ func TestSelectRealBackendsUnavailable(t *testing.T) {
 	}
 }
 
+// Where bubblewrap cannot run (a container without user namespaces),
+// the default order falls back to Landlock.
+func TestSelectFallsBackToLandlock(t *testing.T) {
+	requireWorking(t, NewLandlock(""))
+	b, err := Select(NewBwrap("/nonexistent/bwrap"), NewLandlock(""))
+	if err != nil || b.Name() != "landlock" {
+		t.Fatalf("Select = %v, %v; want landlock", b, err)
+	}
+}
+
 func TestSandboxProbesOnce(t *testing.T) {
 	bad := &fakeBackend{name: "bad", err: errors.New("nope")}
 	good := &fakeBackend{name: "good"}

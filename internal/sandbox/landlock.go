@@ -56,9 +56,10 @@ const (
 // tools create becomes writable for the next command, since each command
 // computes its grants afresh). LooseGit trades this for writable .git.
 //
-// With ABI ≥ 6, signals to processes outside the sandbox (dsh itself, the
-// user's other processes) are refused, and so, without network, are
-// abstract UNIX sockets; host processes stay visible. Gaps reported as
+// With ABI ≥ 6, signals to processes outside the command's own sandbox
+// (dsh itself, the user's other processes, background jobs of earlier
+// commands) are refused, and so, without network, are abstract UNIX
+// sockets; host processes stay visible. Gaps reported as
 // Partial: no truncate right (ABI < 3), no seccomp for this
 // architecture, .git inside a temp dir (temp dirs are granted whole:
 // carving them would break mktemp), LooseGit. Before ABI 2, moving files

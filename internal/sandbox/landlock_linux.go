@@ -118,16 +118,21 @@ func restrictSelf(spec helperSpec) error {
 	if err := addRule(rs, "/", llRead, handled); err != nil {
 		return err
 	}
-	for _, d := range devices {
-		if err := addRule(rs, d, llDevice, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+	// System paths may be symlinks (/dev/ptmx -> pts/ptmx in containers,
+	// /dev/shm -> /run/shm): they are resolved first, and one that cannot
+	// be granted is skipped, which only makes the sandbox stricter.
+	system := func(path string, access uint64) {
+		if r, err := resolvePath("/", path); err == nil {
+			_ = addRule(rs, r, access, handled)
 		}
 	}
-	whole := spec.Whole
-	if spec.Shm {
-		whole = append(whole, "/dev/shm")
+	for _, d := range devices {
+		system(d, llDevice)
 	}
-	for _, d := range whole {
+	if spec.Shm {
+		system("/dev/shm", handled)
+	}
+	for _, d := range spec.Whole {
 		if err := addRule(rs, d, handled, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
