@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,7 +153,7 @@ func TestPermissionPresets(t *testing.T) {
 			if (errIn == nil) != tc.inside || (errOut == nil) != tc.escd {
 				t.Errorf("inside written=%v outside written=%v", errIn == nil, errOut == nil)
 			}
-			if !strings.Contains(stdout, fmt.Sprintf(`"type":"permission/preset","seq":`)) || !strings.Contains(stdout, `"preset":"`+tc.preset+`"`) {
+			if !strings.Contains(stdout, `"type":"permission/preset","seq":`) || !strings.Contains(stdout, `"preset":"`+tc.preset+`"`) {
 				t.Errorf("preset not logged")
 			}
 		})
