@@ -47,6 +47,10 @@ const (
 	TypeApprovalAsked    = "approval/asked"
 	TypeApprovalDecided  = "approval/decided"
 	TypePermissionPreset = "permission/preset"
+
+	TypeSubagentStart      = "subagent/start"
+	TypeSubagentEnd        = "subagent/end"
+	TypeSubagentDescriptor = "subagent/descriptor"
 )
 
 // knownTypes lists every event type this build understands. A stored
@@ -61,6 +65,7 @@ var knownTypes = map[string]bool{
 	TypeCompactionEnd: true, TypeCompactionPrune: true,
 	TypeSandboxMode: true, TypeSandboxBackend: true, TypeApprovalPolicy: true,
 	TypeApprovalAsked: true, TypeApprovalDecided: true, TypePermissionPreset: true,
+	TypeSubagentStart: true, TypeSubagentEnd: true, TypeSubagentDescriptor: true,
 }
 
 // IsKnownType reports whether this build understands event type t.
