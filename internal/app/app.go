@@ -198,28 +198,55 @@ func (a *App) presets() map[string]presetDef {
 
 // OpenSession creates or resumes a session and wires its agent.
 func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, error) {
-	md := a.modelDefaults()
-	spec := o.Model
-	if spec == "" {
-		spec = md.Default
-	}
-	route, err := a.Catalog.Resolve(spec, UserAgent())
+	route, effort, err := a.route(o.Model, o.Effort)
 	if err != nil {
-		return nil, &ConfigError{err}
-	}
-	effortName := o.Effort
-	if effortName == "" {
-		effortName = md.Effort
-	}
-	effort, err := llm.ParseEffort(effortName)
-	if err != nil {
-		return nil, &ConfigError{err}
+		return nil, err
 	}
 	log, err := a.openLog(ctx, o)
 	if err != nil {
 		return nil, err
 	}
+	return a.wire(ctx, log, route, effort, wiring{
+		human: o.Human, permPreset: o.Permission, approval: o.Approval,
+	})
+}
 
+// route resolves a model spec and effort against the profile defaults.
+func (a *App) route(model, effortName string) (provider.Resolved, llm.Effort, error) {
+	md := a.modelDefaults()
+	if model == "" {
+		model = md.Default
+	}
+	route, err := a.Catalog.Resolve(model, UserAgent())
+	if err != nil {
+		return provider.Resolved{}, "", &ConfigError{err}
+	}
+	if effortName == "" {
+		effortName = md.Effort
+	}
+	effort, err := llm.ParseEffort(effortName)
+	if err != nil {
+		return provider.Resolved{}, "", &ConfigError{err}
+	}
+	return route, effort, nil
+}
+
+// wiring carries per-session choices into wire.
+type wiring struct {
+	human                permission.Answerer
+	permPreset, approval string
+	// allow and deny filter the preset's tools (subagent children).
+	allow, deny []string
+	// extraTools are registered in addition to the preset's (e.g. a
+	// child's structured_output tool).
+	extraTools []tool.Definition
+	// persona is an extra system prompt section (subagent children).
+	persona string
+}
+
+// wire builds the agent for an opened log from the composed profile.
+func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolved, effort llm.Effort, w wiring) (*Session, error) {
+	md := a.modelDefaults()
 	h := log.Header()
 	preset, ok := a.presets()[h.AgentPreset]
 	if !ok {
@@ -230,12 +257,22 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 		home: a.Home, cwd: h.Cwd, preset: preset.Name, log: log, route: route,
 		reg: tool.NewRegistry(), prompt: prompt.NewAssembler(), runtime: &prompt.Runtime{},
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
-		app: a, human: o.Human, permPreset: o.Permission, approval: o.Approval, declined: map[string]bool{},
+		app: a, human: w.human, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
 		warn: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
 	}
 	e.pipe = tool.NewPipeline(e.reg)
 	for _, t := range preset.Tools {
 		e.tools[t] = true
+	}
+	if len(w.allow) > 0 {
+		allowed := map[string]bool{}
+		for _, t := range w.allow {
+			allowed[t] = e.tools[t]
+		}
+		e.tools = allowed
+	}
+	for _, t := range w.deny {
+		delete(e.tools, t)
 	}
 	var ag *agent.Agent
 	e.inject = func(m llm.Message) error {
@@ -244,13 +281,13 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 		}
 		return ag.Inject(m)
 	}
-	if o.Permission != "" {
-		if _, ok := permission.LookupPreset(o.Permission); !ok {
-			return nil, &ConfigError{fmt.Errorf("unknown permission preset %q (want read-only, workspace-write, auto or full-access)", o.Permission)}
+	if w.permPreset != "" {
+		if _, ok := permission.LookupPreset(w.permPreset); !ok {
+			return nil, &ConfigError{fmt.Errorf("unknown permission preset %q (want read-only, workspace-write, auto or full-access)", w.permPreset)}
 		}
 	}
-	if o.Approval != "" {
-		if _, err := permission.ParseApproval(o.Approval); err != nil {
+	if w.approval != "" {
+		if _, err := permission.ParseApproval(w.approval); err != nil {
 			return nil, &ConfigError{err}
 		}
 	}
@@ -269,7 +306,17 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 			}
 		}
 	}
-	for _, name := range preset.Tools {
+	for _, def := range w.extraTools {
+		if err := e.reg.Register("", def); err != nil {
+			return nil, err
+		}
+	}
+	if w.persona != "" {
+		if err := e.prompt.Add(prompt.Section{Name: "persona:delegated", Order: 50, Text: w.persona, Literal: true}); err != nil {
+			return nil, err
+		}
+	}
+	for name := range e.tools {
 		if e.declined[name] {
 			continue
 		}
