@@ -236,6 +236,13 @@ func (a *Agent) Serve(ctx context.Context, onIdle func(Outcome)) error {
 	}
 }
 
+// Busy reports whether a turn is running.
+func (a *Agent) Busy() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running
+}
+
 // Pending reports the queued next-turn and next-step counts.
 func (a *Agent) Pending() (nextTurn, nextStep int) { return a.inbox.pending() }
 

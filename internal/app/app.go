@@ -46,6 +46,7 @@ const DefaultPreset = "standard"
 type App struct {
 	sbMu      sync.Mutex
 	sandboxes map[string]*sandbox.Sandbox // guarded by sbMu; by backend order
+	jobs      *jobHub
 
 	Home        string
 	Config      config.Config
@@ -129,11 +130,16 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp}, nil
+	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub()}, nil
 }
 
-// Close releases the store.
-func (a *App) Close() error { return a.Store.Close() }
+// Close stops every background job, then releases the store.
+func (a *App) Close() error {
+	if a.jobs != nil {
+		_ = a.jobs.reg.Close()
+	}
+	return a.Store.Close()
+}
 
 // SessionOptions selects the session an agent runs.
 type SessionOptions struct {
@@ -175,6 +181,8 @@ type Session struct {
 	// Projections fold the log into todos, token usage and context
 	// pressure, incrementally.
 	Projections *projection.Projections
+
+	jobs *jobHub
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -354,7 +362,8 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	if err := projection.RegisterBuiltins(proj, int64(route.Model.ContextWindow)); err != nil {
 		return nil, err
 	}
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log)}, nil
+	a.jobs.attach(log.ID(), ag)
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs}, nil
 }
 
 func newMessageID() string {

@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/compaction"
 	"github.com/dsh-dev/dsh/internal/compose"
+	"github.com/dsh-dev/dsh/internal/jobs"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/prompt"
@@ -244,6 +245,8 @@ type bashConfig struct {
 	DefaultTimeout time.Duration `yaml:"default_timeout,omitempty"`
 	MaxTimeout     time.Duration `yaml:"max_timeout,omitempty"`
 	Shell          string        `yaml:"shell,omitempty"`
+	// NoBackground removes run_in_background (background jobs).
+	NoBackground bool `yaml:"no_background,omitempty"`
 }
 
 // modules returns every module this build knows.
@@ -285,7 +288,11 @@ func modules() *compose.Registry {
 		return compose.Decode(n, runtimeDef{Git: true})
 	}})
 	must(toolModule("tool/bash", "bash", bashConfig{}, func(e *env, c bashConfig) (tool.Definition, error) {
-		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine()}), nil
+		var reg *jobs.Registry
+		if !c.NoBackground {
+			reg = e.app.jobs.reg
+		}
+		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg}), nil
 	}))
 	registerToolModules(must)
 	registerPermissionModules(must)

@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/skills"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
+	jobtools "github.com/dsh-dev/dsh/internal/tools/jobs"
 	"github.com/dsh-dev/dsh/internal/tools/search"
 	"github.com/dsh-dev/dsh/internal/tools/strreplace"
 	"github.com/dsh-dev/dsh/internal/tools/todo"
@@ -130,6 +131,15 @@ func registerToolModules(must func(compose.Module)) {
 	}
 	searchTool("tool/glob", search.GlobName, search.NewGlob)
 	searchTool("tool/grep", search.GrepName, search.NewGrep)
+	must(toolModule("tool/job_output", jobtools.OutputName, struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {
+		return jobtools.OutputTool(jobtools.Options{Jobs: e.app.jobs.reg}), nil
+	}))
+	must(toolModule("tool/job_list", jobtools.ListName, struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {
+		return jobtools.ListTool(jobtools.Options{Jobs: e.app.jobs.reg}), nil
+	}))
+	must(toolModule("tool/job_kill", jobtools.KillName, struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {
+		return jobtools.KillTool(jobtools.Options{Jobs: e.app.jobs.reg}), nil
+	}))
 	must(compose.Module{Name: "instructions", Doc: "AGENTS.md / CLAUDE.md injection", Decode: func(n *yaml.Node) (any, error) {
 		return compose.Decode(n, instructionsDef{})
 	}})

@@ -271,3 +271,27 @@ providers:
 		t.Errorf("dsh compact: %d %q %s", code, out, stderr)
 	}
 }
+
+// TestBackgroundJobWakesTheHeadlessRun: a background bash job outlives
+// the turn that started it; its completion notice starts another turn,
+// and dsh run ends after answering it.
+func TestBackgroundJobWakesTheHeadlessRun(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("bash", map[string]any{"command": "sleep 0.2; echo job-finished", "description": "slow", "run_in_background": true})}},
+		llmtest.Response{Text: "started it"},
+		llmtest.Response{Text: "the job finished"},
+	)
+	out, stderr, code := e.dsh("", "run", "--json", "--permission", "full-access", "start a job")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, res := parseJSONRun(t, out)
+	if res.Text != "the job finished" || countTypes(events)[session.TypeTurnStart] != 2 {
+		t.Fatalf("result %+v, events %v", res, countTypes(events))
+	}
+	reqs := e.srv.Requests()
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "job-finished") || !strings.Contains(last, "bash-1") {
+		t.Errorf("the completion notice did not reach the model: %.500s", last)
+	}
+}

@@ -119,10 +119,30 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 	}()
 
+	defer sess.Close()
+	sess.NoteHumanTurn()
 	if err := sess.Agent.Queue(agent.NewUserMessage(prompt)); err != nil {
 		return fail(stdio, err)
 	}
 	res, runErr := sess.Agent.Run(runCtx)
+	// Background jobs the agent started report back when they end; their
+	// notices start new turns (a bounded number in a row), and the run
+	// ends when no job is left running or the notices stop waking it.
+	for runErr == nil && runCtx.Err() == nil {
+		woken, err := sess.WaitJobs(runCtx)
+		if err != nil || !woken {
+			break
+		}
+		next, err := sess.Agent.Run(runCtx)
+		if err != nil {
+			runErr = err
+			break
+		}
+		usage := res.Usage
+		usage.Add(next.Usage)
+		res = next
+		res.Usage = usage
+	}
 	cancel()
 
 	status, exit := "completed", ExitOK

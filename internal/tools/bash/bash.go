@@ -3,7 +3,9 @@
 // per-call timeout, a working directory and bounded output that ends in
 // an "[exit code: N]" marker. With Options.Confine each command runs
 // wrapped by a sandbox, and a refusal by the sandbox ends the output with
-// a "[sandbox: … denied …]" line the model may escalate once.
+// a "[sandbox: … denied …]" line the model may escalate once. With
+// Options.Jobs a call may set run_in_background and get a job id at once
+// while the command runs as a background job (background.go).
 package bash
 
 import (
@@ -21,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/jobs"
 	"github.com/dsh-dev/dsh/internal/subprocess"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
@@ -69,6 +72,10 @@ type Options struct {
 	// Confine also offers the model the sandbox_permissions and
 	// justification parameters.
 	Confine func(c *tool.Call, argv []string) (Confinement, error)
+	// Jobs runs run_in_background commands as jobs of kind "bash" owned
+	// by the call's session. Nil removes the parameter from the schema
+	// and the description.
+	Jobs *jobs.Registry
 }
 
 func (o Options) withDefaults() Options {
@@ -107,7 +114,7 @@ func New(opts Options) tool.Definition {
 }
 
 func describe(o Options) string {
-	text := sandboxSection(description, o.Confine != nil)
+	text := docSection(sandboxSection(description, o.Confine != nil), "background", o.Jobs != nil)
 	return strings.NewReplacer(
 		"{{DEFAULT_TIMEOUT_MS}}", strconv.FormatInt(o.DefaultTimeout.Milliseconds(), 10),
 		"{{DEFAULT_TIMEOUT}}", human(o.DefaultTimeout),
@@ -126,8 +133,8 @@ func parameters(o Options) json.RawMessage {
 		`"description":{"type":"string","description":"A few words saying what the command does, shown to the user."},`+
 		`"timeout_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"Timeout in milliseconds (default %d, maximum %d)."},`+
 		`"workdir":{"type":"string","description":"Directory to run in; relative paths resolve against the session working directory (the default)."}`+
-		`%s},"required":["command"],"additionalProperties":false}`,
-		o.MaxTimeout.Milliseconds(), o.DefaultTimeout.Milliseconds(), o.MaxTimeout.Milliseconds(), escalationParams(o)))
+		`%s%s},"required":["command"],"additionalProperties":false}`,
+		o.MaxTimeout.Milliseconds(), o.DefaultTimeout.Milliseconds(), o.MaxTimeout.Milliseconds(), backgroundParam(o), escalationParams(o)))
 }
 
 // maxTimeoutMs bounds a parsed timeout_ms (about 31 years).
@@ -143,6 +150,8 @@ type args struct {
 	// SandboxPermissions is the escalation requested ("" = none).
 	SandboxPermissions string
 	Justification      string
+	// Background asks for a background job (run_in_background).
+	Background bool
 }
 
 // parseArgs validates the arguments by hand rather than with
@@ -188,6 +197,11 @@ func parseArgs(raw json.RawMessage) (args, error) {
 	}
 	if err := checkEscalation(a); err != nil {
 		return a, err
+	}
+	if v, ok := fields["run_in_background"]; ok && string(v) != "null" {
+		if err := json.Unmarshal(v, &a.Background); err != nil {
+			return a, invalid("run_in_background must be a boolean")
+		}
 	}
 	if v, ok := fields["timeout_ms"]; ok && string(v) != "null" {
 		ms, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64)
@@ -275,8 +289,16 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	if err != nil {
 		return tool.Result{}, err
 	}
+	if a.Background && o.Jobs == nil {
+		// Not silently run in the foreground: a server would hang the
+		// call until the timeout.
+		return tool.Result{}, invalid("run_in_background is not available here")
+	}
 	var notes []string
 	timeout := o.DefaultTimeout
+	if a.Background {
+		timeout = 0 // a background job has no timeout unless asked for
+	}
 	if a.Timeout > 0 {
 		timeout = a.Timeout
 		if timeout > o.MaxTimeout {
@@ -297,6 +319,9 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		}
 		conf = &cf
 		argv, env = cf.Argv, append(env, cf.Env...)
+	}
+	if a.Background {
+		return startBackground(ctx, o, c, a, background{argv: argv, env: env, dir: dir, conf: conf, timeout: timeout, notes: notes})
 	}
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)

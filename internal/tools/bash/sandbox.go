@@ -1,7 +1,6 @@
 package bash
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
@@ -89,26 +88,8 @@ func denialMarker(p sandbox.Policy, output []byte) string {
 	return fmt.Sprintf("[sandbox: file access denied — the command tried to write outside the writable roots of %s mode]", p.Mode)
 }
 
-// Markers around the part of bash.md that applies only when commands are
-// confined.
-const (
-	sandboxStart = "<!-- sandbox -->"
-	sandboxEnd   = "<!-- /sandbox -->"
-)
-
-// sandboxSection keeps (without its markers) or drops the sandbox part of
-// the description.
+// sandboxSection keeps (without its markers) or drops the part of the
+// description that applies only when commands are confined.
 func sandboxSection(doc string, confined bool) string {
-	start := strings.Index(doc, sandboxStart)
-	end := strings.Index(doc, sandboxEnd)
-	if start < 0 || end < start {
-		return doc
-	}
-	inner := doc[start+len(sandboxStart) : end]
-	if !confined {
-		inner = ""
-	}
-	out := doc[:start] + strings.Trim(inner, "\n") + doc[end+len(sandboxEnd):]
-	// Dropping the section leaves a run of blank lines behind.
-	return string(bytes.ReplaceAll([]byte(out), []byte("\n\n\n\n"), []byte("\n\n")))
+	return docSection(doc, "sandbox", confined)
 }

@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"sync"
+
+	"github.com/dsh-dev/dsh/internal/agent"
+	"github.com/dsh-dev/dsh/internal/jobs"
+	"github.com/dsh-dev/dsh/internal/llm"
+)
+
+// jobHub is the process-wide background job registry and the delivery
+// of completion notices to the live agents that own the jobs.
+type jobHub struct {
+	reg      *jobs.Registry
+	notifier *jobs.Notifier
+
+	mu     sync.Mutex
+	agents map[string]*agent.Agent       // guarded by mu; live sessions by id
+	done   map[string]chan jobs.Delivery // guarded by mu; per-owner delivery feed
+}
+
+func newJobHub() *jobHub {
+	h := &jobHub{reg: jobs.New(jobs.Options{}), agents: map[string]*agent.Agent{}, done: map[string]chan jobs.Delivery{}}
+	h.notifier = &jobs.Notifier{Jobs: h.reg, Owner: h.owner}
+	h.reg.OnDone(func(j jobs.Job) {
+		d, _ := h.notifier.Deliver(j)
+		h.mu.Lock()
+		ch := h.done[j.Owner]
+		h.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- d:
+			default: // nobody is waiting; the notice is already in the inbox
+			}
+		}
+	})
+	return h
+}
+
+// agentOwner adapts an agent to the notifier: Wake steers (starting a
+// turn for an idle agent), Inject waits for the next step.
+type agentOwner struct{ a *agent.Agent }
+
+func (o agentOwner) Busy() bool                 { return o.a.Busy() }
+func (o agentOwner) Inject(m llm.Message) error { return o.a.Inject(m) }
+func (o agentOwner) Wake(m llm.Message) error   { return o.a.Steer(m) }
+
+func (h *jobHub) owner(id string) jobs.Owner {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a := h.agents[id]; a != nil {
+		return agentOwner{a}
+	}
+	return nil
+}
+
+func (h *jobHub) attach(id string, a *agent.Agent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.agents[id] = a
+	h.done[id] = make(chan jobs.Delivery, 16)
+}
+
+// detach disposes of a session's ownership: its jobs are cancelled.
+func (h *jobHub) detach(id string) {
+	h.mu.Lock()
+	delete(h.agents, id)
+	delete(h.done, id)
+	h.mu.Unlock()
+	h.reg.CancelOwner(id)
+	h.notifier.Forget(id)
+}
+
+// running reports whether id owns a job that has not ended.
+func (h *jobHub) running(id string) bool {
+	for _, j := range h.reg.List(id) {
+		if !j.Status.Terminal() {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitJobs blocks until one of the session's background jobs ends and its
+// completion notice was delivered, and reports whether the notice woke
+// the agent (so the caller should run it again). It returns false at once
+// when the session owns no running job.
+func (s *Session) WaitJobs(ctx context.Context) (woken bool, err error) {
+	h := s.jobs
+	id := s.Log.ID()
+	h.mu.Lock()
+	ch := h.done[id]
+	h.mu.Unlock()
+	for ch != nil {
+		if !h.running(id) {
+			// Drain a delivery that raced with the last job's end.
+			select {
+			case d := <-ch:
+				return d == jobs.Woken, nil
+			default:
+				return false, nil
+			}
+		}
+		select {
+		case d := <-ch:
+			return d == jobs.Woken, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return false, nil
+}
+
+// NoteHumanTurn resets the self-woken turn count of the session's
+// background job notices.
+func (s *Session) NoteHumanTurn() { s.jobs.notifier.NoteHumanTurn(s.Log.ID()) }
+
+// Close releases the session: its background jobs are cancelled.
+func (s *Session) Close() { s.jobs.detach(s.Log.ID()) }
