@@ -75,7 +75,7 @@ func TestCodingTaskInRepository(t *testing.T) {
 		t.Errorf("test run result %q", txt)
 	}
 	first := e.srv.Requests()[0]
-	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,read,read_image,skill,todo_write,web_fetch,web_search,write" {
+	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,job_kill,job_list,job_output,read,read_image,skill,todo_write,web_fetch,web_search,write" {
 		t.Errorf("standard tools = %s", names)
 	}
 	body := string(first.Body)
