@@ -159,7 +159,16 @@ func New(cfg Config) (*Agent, error) {
 				_ = e.Decode(&a.lastCtx)
 			}
 		}
-		a.needSeedEnd = events[len(events)-1].Type != session.TypeEndSeed
+		// A resumed log needs session/end-seed as its first live write,
+		// unless the seed ends with one or one was written since (by the
+		// code that opened the log).
+		first := int(cfg.Log.FirstLiveSeq())
+		a.needSeedEnd = first > 0 && events[first-1].Type != session.TypeEndSeed
+		for _, e := range events[first:] {
+			if e.Type == session.TypeEndSeed {
+				a.needSeedEnd = false
+			}
+		}
 	}
 	return a, nil
 }

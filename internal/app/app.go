@@ -29,6 +29,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
+	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
 )
@@ -47,6 +48,10 @@ type App struct {
 	sbMu      sync.Mutex
 	sandboxes map[string]*sandbox.Sandbox // guarded by sbMu; by backend order
 	jobs      *jobHub
+	live      live
+
+	subMu     sync.Mutex
+	subagents *subagent.Service // guarded by subMu; created on first use
 
 	Home        string
 	Config      config.Config
@@ -183,6 +188,7 @@ type Session struct {
 	Projections *projection.Projections
 
 	jobs *jobHub
+	live *live
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -363,7 +369,8 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		return nil, err
 	}
 	a.jobs.attach(log.ID(), ag)
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs}, nil
+	a.live.add(log)
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live}, nil
 }
 
 func newMessageID() string {

@@ -116,5 +116,11 @@ func (s *Session) WaitJobs(ctx context.Context) (woken bool, err error) {
 // background job notices.
 func (s *Session) NoteHumanTurn() { s.jobs.notifier.NoteHumanTurn(s.Log.ID()) }
 
-// Close releases the session: its background jobs are cancelled.
-func (s *Session) Close() { s.jobs.detach(s.Log.ID()) }
+// Close releases the session: its background jobs are cancelled and its
+// log is no longer reachable by delegation tools.
+func (s *Session) Close() {
+	s.jobs.detach(s.Log.ID())
+	if s.live != nil {
+		s.live.remove(s.Log.ID())
+	}
+}

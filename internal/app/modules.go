@@ -21,6 +21,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/provider"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/skills"
+	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/bash"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
@@ -63,6 +64,11 @@ type env struct {
 	web *web.Runtime
 	// declined lists preset tools whose rows declined (unavailable here).
 	declined map[string]bool
+	// permDefault is the permissions row's default preset.
+	permDefault string
+	// subagents is the delegation service (the subagents module).
+	subagents      *subagent.Service
+	modelSelection bool
 	// warn reports a non-fatal problem to the user.
 	warn func(format string, args ...any)
 }
@@ -296,5 +302,6 @@ func modules() *compose.Registry {
 	}))
 	registerToolModules(must)
 	registerPermissionModules(must)
+	registerSubagentModules(must)
 	return r
 }

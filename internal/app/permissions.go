@@ -57,6 +57,7 @@ func decodePermissions(n *yaml.Node) (any, error) {
 func (d permissionsDef) early() {}
 
 func (d permissionsDef) apply(e *env) error {
+	e.permDefault = d.Default
 	sb := e.app.sandbox(d.Backends)
 	roots := d.WritableRoots
 	if roots == nil {

@@ -75,7 +75,7 @@ func TestCodingTaskInRepository(t *testing.T) {
 		t.Errorf("test run result %q", txt)
 	}
 	first := e.srv.Requests()[0]
-	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,job_kill,job_list,job_output,read,read_image,skill,todo_write,web_fetch,web_search,write" {
+	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,job_kill,job_list,job_output,list_subagent_models,read,read_image,skill,subagent,subagent_fork,todo_write,web_fetch,web_search,write" {
 		t.Errorf("standard tools = %s", names)
 	}
 	body := string(first.Body)
@@ -293,5 +293,61 @@ func TestBackgroundJobWakesTheHeadlessRun(t *testing.T) {
 	reqs := e.srv.Requests()
 	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "job-finished") || !strings.Contains(last, "bash-1") {
 		t.Errorf("the completion notice did not reach the model: %.500s", last)
+	}
+}
+
+// TestSubagentChildRunsInItsOwnSession: the parent delegates with the
+// subagent tool; the child runs in its own stored session (header with
+// parent, origin and depth) and its answer comes back as the tool result.
+func TestSubagentChildRunsInItsOwnSession(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		mu.Lock()
+		defer mu.Unlock()
+		body := string(r.Body)
+		switch {
+		case strings.Contains(body, "CHILD TASK") && !strings.Contains(body, "delegate it"):
+			// The child's fresh session knows only its own prompt.
+			return llmtest.Response{Text: "child says hi"}
+		case r.ToolResultCount() == 0:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("subagent", map[string]any{"description": "greeter", "prompt": "CHILD TASK: say hi"})}}
+		default:
+			return llmtest.Response{Text: "parent done"}
+		}
+	})
+	out, stderr, code := e.dsh("", "run", "--json", "delegate it")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, res := parseJSONRun(t, out)
+	if res.Text != "parent done" {
+		t.Fatalf("result %+v", res)
+	}
+	c := countTypes(events)
+	if c[session.TypeSubagentStart] != 1 || c[session.TypeSubagentEnd] != 1 {
+		t.Fatalf("lifecycle events %v", c)
+	}
+	rs := results(t, events)
+	if len(rs) != 1 || rs[0].IsError || !strings.Contains(text(rs[0]), "child says hi") {
+		t.Fatalf("subagent result %+v", rs)
+	}
+	list, _, _ := e.dsh("", "sessions", "list", "--all", "--json")
+	var headers []session.Header
+	if err := json.Unmarshal([]byte(list), &headers); err != nil {
+		t.Fatal(err)
+	}
+	var child *session.Header
+	for i := range headers {
+		if headers[i].ParentSession == res.SessionID {
+			child = &headers[i]
+		}
+	}
+	if child == nil || child.Origin != "subagent" || child.DelegationDepth != 1 || child.Cwd != e.cwd {
+		t.Fatalf("child header %+v in %s", child, list)
+	}
+	_, childEvents, _ := exportEvents(t, e, child.ID)
+	if countTypes(childEvents)[session.TypeSubagentDescriptor] != 1 || session.Closers(childEvents) != nil {
+		t.Errorf("child log %v", countTypes(childEvents))
 	}
 }

@@ -1,0 +1,268 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/dsh-dev/dsh/internal/agent"
+	"github.com/dsh-dev/dsh/internal/compose"
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/provider"
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/subagent"
+	"github.com/dsh-dev/dsh/internal/tool"
+)
+
+// subagentsDef is the value of the "subagents" module: the delegation
+// service and its in-process spawn and fork providers.
+type subagentsDef struct {
+	// MaxDepth caps delegation depth (0 forbids delegation).
+	MaxDepth int `yaml:"max_depth"`
+	// ModelSelection lets the model pick provider, model and effort for
+	// spawned children.
+	ModelSelection bool `yaml:"model_selection,omitempty"`
+}
+
+func (d subagentsDef) early() {}
+
+func (d subagentsDef) apply(e *env) error {
+	svc, err := e.app.subagentService(d, e.permDefault)
+	if err != nil {
+		return err
+	}
+	e.subagents = svc
+	e.modelSelection = d.ModelSelection
+	return nil
+}
+
+// live tracks the logs of the sessions this process runs (roots and
+// children), so delegation tools find their caller's log.
+type live struct {
+	mu   sync.Mutex
+	logs map[string]*session.Log // guarded by mu
+}
+
+func (l *live) add(log *session.Log) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.logs == nil {
+		l.logs = map[string]*session.Log{}
+	}
+	l.logs[log.ID()] = log
+}
+
+func (l *live) remove(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.logs, id)
+}
+
+func (l *live) resolve(c *tool.Call) (*session.Log, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if log := l.logs[c.SessionID]; log != nil {
+		return log, nil
+	}
+	return nil, fmt.Errorf("session %s is not live in this process", c.SessionID)
+}
+
+// subagentService returns the process-wide delegation service.
+func (a *App) subagentService(d subagentsDef, permDefault string) (*subagent.Service, error) {
+	a.subMu.Lock()
+	defer a.subMu.Unlock()
+	if a.subagents != nil {
+		return a.subagents, nil
+	}
+	depth := d.MaxDepth
+	svc, err := subagent.NewService(subagent.Options{MaxDepth: &depth, PermissionDefaults: permission.Defaults{Preset: permDefault}})
+	if err != nil {
+		return nil, err
+	}
+	f := &childFactory{app: a}
+	if err := svc.Register(subagent.Spawn(f)); err != nil {
+		return nil, err
+	}
+	if err := svc.Register(subagent.Fork(f)); err != nil {
+		return nil, err
+	}
+	a.subagents = svc
+	return svc, nil
+}
+
+// childFactory builds in-process subagent children from the same
+// composed profile as their parent.
+type childFactory struct{ app *App }
+
+type child struct {
+	sess *Session
+	app  *App
+	once sync.Once
+}
+
+func (c *child) ID() string          { return c.sess.Log.ID() }
+func (c *child) Log() *session.Log   { return c.sess.Log }
+func (c *child) Agent() *agent.Agent { return c.sess.Agent }
+func (c *child) Close() (err error) {
+	c.once.Do(func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = c.sess.Log.Flush(fctx)
+		c.sess.Close()
+	})
+	return err
+}
+
+// NewChild implements subagent.Factory.
+func (f *childFactory) NewChild(ctx context.Context, spec subagent.ChildSpec) (subagent.Child, error) {
+	a := f.app
+	ph := spec.Parent.Header()
+	route, err := f.route(spec)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	h := session.Header{
+		Version: session.FormatVersion, ID: id.String(), CreatedAt: time.Now().UnixMilli(),
+		Cwd: ph.Cwd, ParentSession: ph.ID, Origin: "subagent", DelegationDepth: spec.Depth, AgentPreset: ph.AgentPreset,
+	}
+	if spec.Seed != nil {
+		n := int64(len(spec.Seed))
+		h.SeedLength = &n
+	}
+	if err := a.Store.Create(ctx, h); err != nil {
+		return nil, err
+	}
+	// The seed is stored as the child's own leading events.
+	if len(spec.Seed) > 0 {
+		if err := a.Store.Append(ctx, h.ID, spec.Seed); err != nil {
+			return nil, err
+		}
+	}
+	log, err := session.NewLog(h, spec.Seed, a.Store)
+	if err != nil {
+		return nil, err
+	}
+	if len(spec.Seed) > 0 {
+		if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
+			return nil, err
+		}
+	}
+	if err := subagent.ApplyPermission(log, spec.Permission); err != nil {
+		return nil, err
+	}
+	sess, err := a.wire(ctx, log, route.r, route.effort, wiring{
+		allow: spec.Tools.Allow, deny: spec.Tools.Deny, extraTools: spec.ExtraTools, persona: spec.Persona,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &child{sess: sess, app: a}, nil
+}
+
+// routeChoice is a resolved model route with its effort.
+type routeChoice struct {
+	r      provider.Resolved
+	effort llm.Effort
+}
+
+// route picks the child's model: "" fields are the parent's.
+func (f *childFactory) route(spec subagent.ChildSpec) (routeChoice, error) {
+	parent := f.app.routeOf(spec.Parent)
+	prov, model := spec.Provider, spec.Model
+	if prov == "" {
+		prov = parent.provider
+	}
+	if model == "" && prov == parent.provider {
+		model = parent.model
+	}
+	specStr := prov
+	if model != "" {
+		specStr += "/" + model
+	}
+	effort := spec.Effort
+	if effort == "" {
+		effort = string(parent.effort)
+	}
+	r, e, err := f.app.route(specStr, effort)
+	if err != nil {
+		return routeChoice{}, err
+	}
+	return routeChoice{r: r, effort: e}, nil
+}
+
+// parentRoute is the route a session last used, from its log.
+type parentRoute struct {
+	provider, model string
+	effort          llm.Effort
+}
+
+// routeOf reads a session's current route from its latest request/header
+// (the log is the truth), falling back to the profile's model.
+func (a *App) routeOf(log *session.Log) parentRoute {
+	events := log.Events()
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Type != session.TypeRequestHeader {
+			continue
+		}
+		var rh session.RequestHeader
+		if events[i].Decode(&rh) == nil {
+			c := rh.Header.Config
+			return parentRoute{provider: c.Provider, model: c.Model, effort: c.Effort}
+		}
+	}
+	md := a.modelDefaults()
+	prov, model, _ := strings.Cut(md.Default, "/")
+	return parentRoute{provider: prov, model: model, effort: llm.Effort(md.Effort)}
+}
+
+func registerSubagentModules(must func(compose.Module)) {
+	must(compose.Module{Name: "subagents", Doc: "in-process subagents (spawn, fork)", Decode: func(n *yaml.Node) (any, error) {
+		d, err := compose.Decode(n, subagentsDef{MaxDepth: subagent.DefaultMaxDepth})
+		if err == nil && d.MaxDepth < 0 {
+			err = fmt.Errorf("max_depth must be 0 or more")
+		}
+		return d, err
+	}})
+	delegation := func(module, name, provider string) {
+		must(toolModule(module, name, struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {
+			if e.subagents == nil {
+				return tool.Definition{}, errUnavailable
+			}
+			return subagent.NewTool(subagent.ToolOptions{
+				Service: e.subagents, Provider: provider, Name: name, ResolveLog: e.app.live.resolve,
+				ModelSelection: e.modelSelection && provider == "spawn",
+			})
+		}))
+	}
+	delegation("tool/subagent", subagent.ToolSubagent, "spawn")
+	delegation("tool/subagent_fork", subagent.ToolSubagentFork, "fork")
+	must(toolModule("tool/list_subagent_models", "list_subagent_models", struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {
+		if e.subagents == nil {
+			return tool.Definition{}, errUnavailable
+		}
+		return subagent.NewListModelsTool(e.app.subagentModels), nil
+	}))
+}
+
+// subagentModels lists the catalog for list_subagent_models.
+func (a *App) subagentModels() []subagent.ProviderModels {
+	var out []subagent.ProviderModels
+	for _, p := range a.Catalog.Providers() {
+		pm := subagent.ProviderModels{Provider: p.ID}
+		for _, m := range p.Models {
+			pm.Models = append(pm.Models, subagent.ModelInfo{ID: m.ID, Efforts: m.Efforts, ContextWindow: m.ContextWindow})
+		}
+		out = append(out, pm)
+	}
+	return out
+}

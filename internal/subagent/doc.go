@@ -1,0 +1,94 @@
+// Package subagent is the delegation seam: an agent hands a task to a
+// child agent and gets the child's final answer back.
+//
+// # Service and providers
+//
+// [Service] is a registry of named [Provider]s (several coexist: the
+// in-process "spawn" and "fork" providers here, later subprocess or
+// product backends). [Service.Start] rejects, before anything starts, a
+// request for an unknown provider, one needing a capability the provider
+// does not declare (UNSUPPORTED_CAPABILITY), and one whose child would be
+// deeper than the delegation cap (DEPTH_EXCEEDED). It then starts the
+// run, appends subagent/start to the parent's log, observes the result
+// and appends the paired subagent/end, whoever waits for it. Both events
+// are log-only: they never reach model history.
+//
+// Delegation depth is the durable [session.Header.DelegationDepth]: 0 for
+// a top-level session, parent + 1 for a child. The cap is the service's
+// (default 3, configurable; 0 forbids delegation), and a request may only
+// lower it.
+//
+// # One-shot in-process children
+//
+// [Spawn] and [Fork] create a child through a [Factory], which the
+// composition root implements because only it knows how to wire an agent
+// (model route, tools, prompt, permissions). The provider appends
+// subagent/descriptor {version 2, mode one-shot} to the child's log, queues
+// the prompt and runs the child to completion in the background of the
+// returned [Run]. Fork seeds the child with the parent's events up to and
+// including its last turn/end, so the parent's in-flight turn is never
+// part of the child's history.
+//
+// # What a Factory must do
+//
+// NewChild must return a child whose log and agent are ready but idle:
+//
+//   - Header: a fresh id; Cwd and AgentPreset of ChildSpec.Parent's
+//     header; ParentSession = the parent's id; Origin = "subagent";
+//     DelegationDepth = ChildSpec.Depth; and, for a fork (Seed != nil),
+//     SeedLength = len(Seed). Persist the header like any session's.
+//   - Log: the Seed as its leading events, then (when the seed is not
+//     empty) session/end-seed as the first live event, exactly as a resumed
+//     session, before anything else the wiring appends. Construct the
+//     agent (agent.New) right after that marker, before appending anything
+//     else: agent.New adds its own end-seed on first write whenever the
+//     log's last event is not one, so permission events appended before
+//     it would produce a second marker.
+//   - Delegated permission: apply ChildSpec.Permission, captured from the
+//     parent when the run started, with [ApplyPermission] (or equivalent)
+//     before the agent runs. Read-only and workspace-write children keep
+//     the parent's sandbox mode with approval "never": nobody is there to
+//     answer, so an ask is denied at once and the fence holds. Auto
+//     children keep the auto preset and each call is reviewed on its own
+//     by the automatic reviewer, which reads the child's log (its
+//     delegation prompt is a user message from source "parent").
+//     Full-access children keep full access. Wire the child's permission
+//     machinery (permission.New + Install, bash confinement) over the
+//     child's own log.
+//   - Tools: the child's registry holds the global tools the parent's
+//     preset offers, restricted by ChildSpec.Tools, plus every
+//     ChildSpec.ExtraTools definition, which the filter never removes
+//     (structured_output lives there). Delegation tools registered in the
+//     child resolve the child's own log, so nested delegation counts depth
+//     from the child.
+//   - Route: ChildSpec.Provider, Model and Effort, where "" means the
+//     parent's (a Model of "" with a different Provider means that
+//     provider's default model). An unknown route is an error from
+//     NewChild.
+//   - Prompt: ChildSpec.Persona, when set, replaces the deployment persona
+//     in the child's system prompt.
+//   - Close releases the child (flushes its log, drops it from any
+//     session registry); it is called once, after the run ended.
+//
+// NewChild runs synchronously inside Start, and the agent must not be run
+// by anyone else: the provider owns it until Close.
+//
+// # Structured output
+//
+// A request with an OutputSchema gives the child one extra tool,
+// structured_output, whose parameters are the schema. The first call
+// whose arguments validate ([schema.Schema.Validate]) and whose result is
+// committed to the child's log becomes [Result.Structured] and concludes
+// the child's turn; an invalid call gets an error result naming what is
+// wrong, so the child can retry. A child that ends its turn without a
+// valid call is reminded once; if it still has none, the run stops with
+// StopReason "error".
+//
+// # Not here yet
+//
+// Continuable children, the activation manager, child listing,
+// send_message / interrupt_agent / list_agents and background runs build
+// on this package later: [Handle] is the run handle they will extend, and
+// the Mode fields of the lifecycle events and descriptor already carry
+// the distinction.
+package subagent
