@@ -240,7 +240,7 @@ func registerSubagentModules(must func(compose.Module)) {
 			}
 			return subagent.NewTool(subagent.ToolOptions{
 				Service: e.subagents, Provider: provider, Name: name, ResolveLog: e.app.live.resolve,
-				ModelSelection: e.modelSelection && provider == "spawn",
+				ModelSelection: e.modelSelection && provider == "spawn", Jobs: e.app.jobs.reg,
 			})
 		}))
 	}

@@ -351,3 +351,38 @@ func TestSubagentChildRunsInItsOwnSession(t *testing.T) {
 		t.Errorf("child log %v", countTypes(childEvents))
 	}
 }
+
+// TestBackgroundSubagentNoticeWakesTheParent: a background subagent runs
+// as a job; its answer reaches the parent as a completion notice that
+// starts the parent's next turn.
+func TestBackgroundSubagentNoticeWakesTheParent(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		mu.Lock()
+		defer mu.Unlock()
+		body := string(r.Body)
+		switch {
+		case strings.Contains(body, "BG TASK") && !strings.Contains(body, "delegate in background"):
+			return llmtest.Response{Text: "background child answer"}
+		case strings.Contains(body, "background child answer"):
+			return llmtest.Response{Text: "parent read the notice"}
+		case r.ToolResultCount() == 0:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("subagent", map[string]any{"description": "bg", "prompt": "BG TASK", "run_in_background": true})}}
+		default:
+			return llmtest.Response{Text: "started in background"}
+		}
+	})
+	out, stderr, code := e.dsh("", "run", "--json", "delegate in background")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, res := parseJSONRun(t, out)
+	if res.Text != "parent read the notice" || countTypes(events)[session.TypeTurnStart] != 2 {
+		t.Fatalf("result %+v events %v", res, countTypes(events))
+	}
+	rs := results(t, events)
+	if len(rs) != 1 || !strings.Contains(text(rs[0]), "job subagent-1") {
+		t.Fatalf("background start result %+v", rs)
+	}
+}

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/dsh-dev/dsh/internal/jobs"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/tool"
@@ -64,6 +66,10 @@ type ToolOptions struct {
 	// OutputSchema makes every child report through structured_output;
 	// the tool result then carries the JSON after the text.
 	OutputSchema json.RawMessage
+	// Jobs, when set, offers run_in_background: the child runs as a
+	// background job of kind "subagent" owned by the calling session, and
+	// its answer arrives as the job's completion notice.
+	Jobs *jobs.Registry
 }
 
 // NewTool returns a foreground delegation tool: each call starts a
@@ -124,7 +130,7 @@ func NewTool(o ToolOptions) (tool.Definition, error) {
 	return tool.Definition{
 		Name:            o.Name,
 		Description:     strings.TrimSpace(desc),
-		Parameters:      delegateParameters(promptDesc, o.ModelSelection),
+		Parameters:      delegateParameters(promptDesc, o.ModelSelection, o.Jobs != nil),
 		ConcurrencySafe: func(json.RawMessage) bool { return true },
 		Execute:         t.execute,
 	}, nil
@@ -133,7 +139,7 @@ func NewTool(o ToolOptions) (tool.Definition, error) {
 // delegateParameters is written out rather than marshalled from a map so
 // that the properties read in a natural order (task first); the bytes
 // are the same on every call, which keeps requests prompt-cacheable.
-func delegateParameters(promptDesc string, modelSelection bool) json.RawMessage {
+func delegateParameters(promptDesc string, modelSelection, background bool) json.RawMessage {
 	prop := func(name, desc, extra string) string {
 		d, _ := json.Marshal(desc)
 		return fmt.Sprintf(`%q:{"type":"string",%s"description":%s}`, name, extra, d)
@@ -141,6 +147,9 @@ func delegateParameters(promptDesc string, modelSelection bool) json.RawMessage 
 	props := []string{
 		prop("description", "A short (3-5 word) description of the delegated task, for display.", ""),
 		prop("prompt", promptDesc, ""),
+	}
+	if background {
+		props = append(props, `"run_in_background":{"type":"boolean","description":"Run the subagent in the background and return at once with a job id; its answer arrives as a notice when it finishes (job_output reads it earlier)."}`)
 	}
 	if modelSelection {
 		props = append(props,
@@ -158,6 +167,7 @@ type delegateTool struct{ o ToolOptions }
 type delegateArgs struct {
 	Description, Prompt     string
 	Provider, Model, Effort string
+	Background              bool
 }
 
 // parseArgs reads the arguments by hand so that each error names the
@@ -170,6 +180,9 @@ func (t *delegateTool) parseArgs(raw json.RawMessage) (delegateArgs, error) {
 		return delegateArgs{}, tool.Errorf(tool.CodeInvalidArgs, "the arguments must be a JSON object")
 	}
 	allowed := []string{"description", "prompt"}
+	if t.o.Jobs != nil {
+		allowed = append(allowed, "run_in_background")
+	}
 	if t.o.ModelSelection {
 		allowed = append(allowed, "provider", "model", "reasoning_effort")
 	}
@@ -180,6 +193,12 @@ func (t *delegateTool) parseArgs(raw json.RawMessage) (delegateArgs, error) {
 			return a, tool.Errorf(tool.CodeInvalidArgs, "unknown argument %q; %s takes %s", k, t.o.Name, strings.Join(allowed, ", "))
 		}
 		if string(v) == "null" {
+			continue
+		}
+		if k == "run_in_background" {
+			if err := json.Unmarshal(v, &a.Background); err != nil {
+				return a, tool.Errorf(tool.CodeInvalidArgs, "run_in_background must be a boolean")
+			}
 			continue
 		}
 		if err := json.Unmarshal(v, dest[k]); err != nil {
@@ -217,11 +236,15 @@ func (t *delegateTool) execute(ctx context.Context, c *tool.Call) (tool.Result, 
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("cannot find the calling session: %w", err)
 	}
-	h, err := t.o.Service.Start(ctx, t.o.Provider, Request{
+	req := Request{
 		Label: args.Description, Prompt: []llm.Block{llm.TextBlock(args.Prompt)}, Parent: parent,
 		Provider: args.Provider, Model: args.Model, Effort: args.Effort,
 		OutputSchema: t.o.OutputSchema, MaxDepth: t.o.MaxDepth, Tools: t.o.Tools, Persona: t.o.Persona,
-	})
+	}
+	if args.Background {
+		return t.background(ctx, c, req)
+	}
+	h, err := t.o.Service.Start(ctx, t.o.Provider, req)
 	if err != nil {
 		var se *Error
 		if errors.As(err, &se) {
@@ -269,6 +292,60 @@ func (t *delegateTool) execute(ctx context.Context, c *tool.Call) (tool.Result, 
 	}
 	return tool.Result{Content: content, Meta: rawMeta}, nil
 }
+
+// background starts the child detached from this call (it outlives the
+// step) and registers it as a job, so job_kill and the owner's disposal
+// stop it and its end is reported like any background job's.
+func (t *delegateTool) background(ctx context.Context, c *tool.Call, req Request) (tool.Result, error) {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h, err := t.o.Service.Start(runCtx, t.o.Provider, req)
+	if err != nil {
+		cancel()
+		var se *Error
+		if errors.As(err, &se) {
+			return tool.Result{}, &tool.Error{Name: "SubagentError", Code: se.Code, Message: se.Message}
+		}
+		return tool.Result{}, err
+	}
+	job, err := t.o.Jobs.Start(ctx, jobs.Spec{
+		Kind: JobKind, Owner: c.SessionID, Description: req.Label,
+		Run: func(jctx context.Context, out io.Writer) (jobs.Outcome, error) {
+			defer cancel()
+			stop := context.AfterFunc(jctx, cancel) // job_kill aborts the child
+			defer stop()
+			res, werr := h.Wait(context.WithoutCancel(jctx))
+			derr := h.Dispose()
+			fmt.Fprintf(out, "subagent %s (%s) %s\n", h.ChildID(), req.Label, res.StopReason)
+			if text := res.Text(); text != "" {
+				fmt.Fprintf(out, "%s\n", text)
+			}
+			if res.Structured != nil {
+				fmt.Fprintf(out, "Structured result:\n%s\n", res.Structured)
+			}
+			if res.Diagnostic != "" {
+				fmt.Fprintf(out, "diagnostic: %s\n", res.Diagnostic)
+			}
+			if err := errors.Join(werr, derr); err != nil {
+				return jobs.Outcome{Failed: true, Note: err.Error()}, nil
+			}
+			return jobs.Outcome{Failed: res.StopReason != StopCompleted, Note: res.StopReason}, nil
+		},
+	})
+	if err != nil {
+		cancel()
+		_ = h.Dispose()
+		return tool.Result{}, err
+	}
+	meta, _ := json.Marshal(map[string]string{"jobId": job.ID, "runId": h.RunID(), "childId": h.ChildID()})
+	return tool.Result{
+		Content: []llm.Block{llm.TextBlock(fmt.Sprintf("Started subagent %s in the background as job %s (child session %s). Its answer arrives as a notice when it finishes; job_output %s reads it earlier, job_kill %s stops it.",
+			req.Label, job.ID, h.ChildID(), job.ID, job.ID))},
+		Meta: meta,
+	}, nil
+}
+
+// JobKind is the job kind of background subagent runs.
+const JobKind = "subagent"
 
 func failureText(stop string) string {
 	switch stop {
