@@ -320,6 +320,9 @@ func TestSubagentChildRunsInItsOwnSession(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	if !strings.Contains(stderr, `subagent "greeter" started`) || !strings.Contains(stderr, `subagent "greeter" completed`) {
+		t.Errorf("no child activity on stderr: %s", stderr)
+	}
 	events, res := parseJSONRun(t, out)
 	if res.Text != "parent done" {
 		t.Fatalf("result %+v", res)

@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/subagent"
 )
 
 // RunResult is the final line of dsh run --json.
@@ -75,17 +76,22 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval}
 	var out *bufio.Writer
 	var outMu sync.Mutex
+	var enc *json.Encoder
 	if *asJSON {
 		out = bufio.NewWriterSize(stdio.Stdout, 64<<10)
-		enc := json.NewEncoder(out)
-		opts.Observe = func(e session.Event) {
-			outMu.Lock()
-			defer outMu.Unlock()
+		enc = json.NewEncoder(out)
+	}
+	labels := map[string]string{} // runId → label, under outMu
+	opts.Observe = func(e session.Event) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		if enc != nil {
 			_ = enc.Encode(e)
 			if e.Type != session.TypeAssistantChunk {
 				_ = out.Flush()
 			}
 		}
+		childActivity(stdio, e, labels)
 	}
 	if r, w, closeTTY, ok := terminal(); ok {
 		defer closeTTY()
@@ -184,4 +190,23 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	fmt.Fprintf(stdio.Stderr, "session %s\n", sess.Log.ID())
 	return exit
+}
+
+// childActivity prints one stderr line per subagent start and end, so a
+// headless run shows what its children are doing.
+func childActivity(stdio IO, e session.Event, labels map[string]string) {
+	switch e.Type {
+	case session.TypeSubagentStart:
+		var p subagent.StartEvent
+		if e.Decode(&p) == nil {
+			labels[p.RunID] = p.Label
+			fmt.Fprintf(stdio.Stderr, "dsh: subagent %q started (%s, session %s)\n", p.Label, p.Mode, p.ChildID)
+		}
+	case session.TypeSubagentEnd:
+		var p subagent.EndEvent
+		if e.Decode(&p) == nil {
+			fmt.Fprintf(stdio.Stderr, "dsh: subagent %q %s (session %s)\n", labels[p.RunID], p.StopReason, p.ChildID)
+			delete(labels, p.RunID)
+		}
+	}
 }
