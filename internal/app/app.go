@@ -30,6 +30,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
 	"github.com/dsh-dev/dsh/internal/subagent"
+	"github.com/dsh-dev/dsh/internal/subagent/catalog"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
 )
@@ -366,6 +367,9 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	}
 	proj := projection.NewRegistry()
 	if err := projection.RegisterBuiltins(proj, int64(route.Model.ContextWindow)); err != nil {
+		return nil, err
+	}
+	if err := proj.Register(catalog.Unit(log.Header())); err != nil {
 		return nil, err
 	}
 	a.jobs.attach(log.ID(), ag)

@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/provider"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
+	"github.com/dsh-dev/dsh/internal/subagent/catalog"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -56,6 +57,14 @@ func (l *live) add(log *session.Log) {
 		l.logs = map[string]*session.Log{}
 	}
 	l.logs[log.ID()] = log
+}
+
+// Log implements catalog.Live.
+func (l *live) Log(id string) (*session.Log, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	log, ok := l.logs[id]
+	return log, ok
 }
 
 func (l *live) remove(id string) {
@@ -246,6 +255,9 @@ func registerSubagentModules(must func(compose.Module)) {
 	}
 	delegation("tool/subagent", subagent.ToolSubagent, "spawn")
 	delegation("tool/subagent_fork", subagent.ToolSubagentFork, "fork")
+	must(toolModule("tool/list_agents", catalog.ToolListAgents, struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {
+		return catalog.NewListAgentsTool(e.app.CatalogDeps(), func(c *tool.Call) string { return c.SessionID }), nil
+	}))
 	must(toolModule("tool/list_subagent_models", "list_subagent_models", struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {
 		if e.subagents == nil {
 			return tool.Definition{}, errUnavailable
@@ -265,4 +277,23 @@ func (a *App) subagentModels() []subagent.ProviderModels {
 		out = append(out, pm)
 	}
 	return out
+}
+
+// liveView answers catalog.Live from the process's live sessions: a
+// session is running while its agent runs a turn.
+type liveView struct{ a *App }
+
+func (v liveView) Log(id string) (*session.Log, bool) { return v.a.live.Log(id) }
+
+func (v liveView) Running(id string) bool {
+	v.a.jobs.mu.Lock()
+	ag := v.a.jobs.agents[id]
+	v.a.jobs.mu.Unlock()
+	return ag != nil && ag.Busy()
+}
+
+// CatalogDeps returns what subagent listing reads: the store, and the
+// live sessions of this process (preferred over stored copies).
+func (a *App) CatalogDeps() catalog.Deps {
+	return catalog.Deps{Store: a.Store, Live: liveView{a}}
 }

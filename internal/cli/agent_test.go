@@ -75,7 +75,7 @@ func TestCodingTaskInRepository(t *testing.T) {
 		t.Errorf("test run result %q", txt)
 	}
 	first := e.srv.Requests()[0]
-	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,job_kill,job_list,job_output,list_subagent_models,read,read_image,skill,subagent,subagent_fork,todo_write,web_fetch,web_search,write" {
+	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,job_kill,job_list,job_output,list_agents,list_subagent_models,read,read_image,skill,subagent,subagent_fork,todo_write,web_fetch,web_search,write" {
 		t.Errorf("standard tools = %s", names)
 	}
 	body := string(first.Body)
@@ -348,6 +348,10 @@ func TestSubagentChildRunsInItsOwnSession(t *testing.T) {
 	}
 	if child == nil || child.Origin != "subagent" || child.DelegationDepth != 1 || child.Cwd != e.cwd {
 		t.Fatalf("child header %+v in %s", child, list)
+	}
+	tree, _, code := e.dsh("", "sessions", "tree", res.SessionID)
+	if code != 0 || !strings.Contains(tree, child.ID) || !strings.Contains(tree, "greeter") {
+		t.Errorf("sessions tree: %d\n%s", code, tree)
 	}
 	_, childEvents, _ := exportEvents(t, e, child.ID)
 	if countTypes(childEvents)[session.TypeSubagentDescriptor] != 1 || session.Closers(childEvents) != nil {

@@ -39,6 +39,7 @@ Usage:
   dsh sessions show ID [--json]
   dsh sessions export ID
   dsh sessions import FILE
+  dsh sessions tree ID [--json]
   dsh compact ID
   dsh config dump [--patch FILE]...
   dsh version

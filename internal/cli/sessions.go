@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/subagent/catalog"
 )
 
 func sessionsCmd(ctx context.Context, args []string, stdio IO) int {
@@ -28,6 +29,8 @@ func sessionsCmd(ctx context.Context, args []string, stdio IO) int {
 		return sessionsExport(ctx, args[1:], stdio)
 	case "import":
 		return sessionsImport(ctx, args[1:], stdio)
+	case "tree":
+		return sessionsTree(ctx, args[1:], stdio)
 	}
 	fmt.Fprintf(stdio.Stderr, "dsh sessions: unknown subcommand %q\n", args[0])
 	return ExitUsage
@@ -269,5 +272,37 @@ func sessionsImport(ctx context.Context, args []string, stdio IO) int {
 		return fail(stdio, err)
 	}
 	fmt.Fprintf(stdio.Stdout, "imported session %s\n", h.ID)
+	return ExitOK
+}
+
+func sessionsTree(ctx context.Context, args []string, stdio IO) int {
+	fs := newFlags("sessions tree", stdio)
+	asJSON := fs.Bool("json", false, "print the rows as JSON")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stdio.Stderr, "dsh sessions tree: exactly one session ID is required")
+		return ExitUsage
+	}
+	a, code := openApp(ctx, stdio, nil)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	rows, err := catalog.ListDescendants(ctx, a.CatalogDeps(), pos[0])
+	if err != nil {
+		return fail(stdio, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return fail(stdio, err)
+		}
+		return ExitOK
+	}
+	fmt.Fprintf(stdio.Stdout, "%s\n%s", pos[0], catalog.FormatTree(rows))
 	return ExitOK
 }
