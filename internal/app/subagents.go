@@ -297,3 +297,11 @@ func (v liveView) Running(id string) bool {
 func (a *App) CatalogDeps() catalog.Deps {
 	return catalog.Deps{Store: a.Store, Live: liveView{a}}
 }
+
+// SubagentService returns the delegation service once a session with the
+// subagents row has been wired (nil before).
+func (a *App) SubagentService() *subagent.Service {
+	a.subMu.Lock()
+	defer a.subMu.Unlock()
+	return a.subagents
+}
