@@ -282,10 +282,10 @@ func TestBackgroundJobWakesTheHeadlessRun(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch body := string(r.Body); {
-		case strings.Contains(body, "job-finished"):
+		case strings.Contains(body, "J42"): // only the job's output, not its command, says this
 			return llmtest.Response{Text: "the job finished"}
 		case r.ToolResultCount() == 0:
-			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("bash", map[string]any{"command": "sleep 0.2; echo job-finished", "description": "slow", "run_in_background": true})}}
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("bash", map[string]any{"command": "sleep 0.2; echo J$((40+2))", "description": "slow", "run_in_background": true})}}
 		default:
 			return llmtest.Response{Text: "started it"}
 		}
@@ -299,7 +299,7 @@ func TestBackgroundJobWakesTheHeadlessRun(t *testing.T) {
 		t.Fatalf("result %+v, events %v", res, countTypes(events))
 	}
 	reqs := e.srv.Requests()
-	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "job-finished") || !strings.Contains(last, "bash-1") {
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "J42") || !strings.Contains(last, "bash-1") {
 		t.Errorf("the completion notice did not reach the model: %.500s", last)
 	}
 }
