@@ -53,6 +53,7 @@ type App struct {
 
 	subMu     sync.Mutex
 	subagents *subagent.Service // guarded by subMu; created on first use
+	manager   *subagent.Manager // guarded by subMu; continuable children
 
 	Home        string
 	Config      config.Config
@@ -139,8 +140,12 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub()}, nil
 }
 
-// Close stops every background job, then releases the store.
+// Close stops every continuable child and background job, then
+// releases the store.
 func (a *App) Close() error {
+	if m := a.manager; m != nil {
+		m.Close()
+	}
 	if a.jobs != nil {
 		_ = a.jobs.reg.Close()
 	}
@@ -188,8 +193,9 @@ type Session struct {
 	// pressure, incrementally.
 	Projections *projection.Projections
 
-	jobs *jobHub
-	live *live
+	jobs    *jobHub
+	live    *live
+	manager *subagent.Manager
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -374,7 +380,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	}
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live}, nil
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager}, nil
 }
 
 func newMessageID() string {

@@ -69,6 +69,7 @@ type env struct {
 	// subagents is the delegation service (the subagents module).
 	subagents      *subagent.Service
 	modelSelection bool
+	subagentMode   string
 	// warn reports a non-fatal problem to the user.
 	warn func(format string, args ...any)
 }

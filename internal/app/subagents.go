@@ -29,6 +29,11 @@ type subagentsDef struct {
 	// ModelSelection lets the model pick provider, model and effort for
 	// spawned children.
 	ModelSelection bool `yaml:"model_selection,omitempty"`
+	// Mode of the subagent and subagent_fork tools: "continuable" (the
+	// default: the call returns the child's id at once, its answer comes
+	// as a settle notice, send_message continues it) or "one-shot" (the
+	// call returns the answer; run_in_background makes it a job).
+	Mode string `yaml:"mode"`
 }
 
 func (d subagentsDef) early() {}
@@ -40,6 +45,7 @@ func (d subagentsDef) apply(e *env) error {
 	}
 	e.subagents = svc
 	e.modelSelection = d.ModelSelection
+	e.subagentMode = d.Mode
 	return nil
 }
 
@@ -101,8 +107,93 @@ func (a *App) subagentService(d subagentsDef, permDefault string) (*subagent.Ser
 	if err := svc.Register(subagent.Fork(f)); err != nil {
 		return nil, err
 	}
-	a.subagents = svc
+	m, err := subagent.NewManager(subagent.ManagerOptions{
+		Service: svc, Factory: f, Deliver: a.deliver,
+		ResolveLog: func(id string) (*session.Log, error) {
+			if log, ok := a.live.Log(id); ok {
+				return log, nil
+			}
+			return nil, fmt.Errorf("session %s is not live in this process", id)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.subagents, a.manager = svc, m
 	return svc, nil
+}
+
+// deliver hands a manager notice or message to a top-level session's
+// agent: wake steers it (an idle agent then runs a turn), otherwise the
+// message waits for its next step.
+func (a *App) deliver(parentID string, msg llm.Message, wake bool) error {
+	a.jobs.mu.Lock()
+	ag := a.jobs.agents[parentID]
+	a.jobs.mu.Unlock()
+	if ag == nil {
+		return fmt.Errorf("session %s is not live in this process", parentID)
+	}
+	if wake {
+		return ag.Steer(msg)
+	}
+	return ag.Inject(msg)
+}
+
+// ResumeChild implements subagent.ResumeFactory: a cold child is rebuilt
+// from its stored log and its continuable descriptor.
+func (f *childFactory) ResumeChild(ctx context.Context, id string) (subagent.Child, error) {
+	a := f.app
+	h, events, err := a.Store.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	log, err := session.NewLog(h, events, a.Store)
+	if err != nil {
+		return nil, err
+	}
+	if len(events) > 0 && events[len(events)-1].Type != session.TypeEndSeed {
+		if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
+			return nil, err
+		}
+	}
+	desc, _ := subagent.ReadDescriptor(log)
+	spec := subagent.ChildSpec{Provider: desc.AgentProvider, Model: desc.AgentModel, Effort: desc.AgentEffort}
+	if h.ParentSession != "" {
+		if parent, ok := a.live.Log(h.ParentSession); ok {
+			spec.Parent = parent
+		}
+	}
+	var route routeChoice
+	if spec.Parent != nil {
+		if route, err = f.route(spec); err != nil {
+			return nil, err
+		}
+	} else {
+		pr := a.routeOf(log)
+		r, e, err := a.route(pr.provider+"/"+pr.model, string(pr.effort))
+		if err != nil {
+			return nil, err
+		}
+		route = routeChoice{r: r, effort: e}
+	}
+	w := wiring{persona: desc.Persona}
+	if desc.ToolFilter != nil {
+		w.allow, w.deny = desc.ToolFilter.Allow, desc.ToolFilter.Deny
+	}
+	sess, err := a.wire(ctx, log, route.r, route.effort, w)
+	if err != nil {
+		return nil, err
+	}
+	return &child{sess: sess, app: a}, nil
+}
+
+// Drain waits until every continuable descendant of the session has
+// settled (their settle notices are delivered to it as they do).
+func (s *Session) Drain(ctx context.Context) error {
+	if s.manager == nil {
+		return nil
+	}
+	return s.manager.Drain(ctx, s.Log.ID())
 }
 
 // childFactory builds in-process subagent children from the same
@@ -236,9 +327,12 @@ func (a *App) routeOf(log *session.Log) parentRoute {
 
 func registerSubagentModules(must func(compose.Module)) {
 	must(compose.Module{Name: "subagents", Doc: "in-process subagents (spawn, fork)", Decode: func(n *yaml.Node) (any, error) {
-		d, err := compose.Decode(n, subagentsDef{MaxDepth: subagent.DefaultMaxDepth})
+		d, err := compose.Decode(n, subagentsDef{MaxDepth: subagent.DefaultMaxDepth, Mode: subagent.ModeContinuable})
 		if err == nil && d.MaxDepth < 0 {
 			err = fmt.Errorf("max_depth must be 0 or more")
+		}
+		if err == nil && d.Mode != subagent.ModeContinuable && d.Mode != subagent.ModeOneShot {
+			err = fmt.Errorf("mode must be continuable or one-shot")
 		}
 		return d, err
 	}})
@@ -247,12 +341,25 @@ func registerSubagentModules(must func(compose.Module)) {
 			if e.subagents == nil {
 				return tool.Definition{}, errUnavailable
 			}
+			if e.subagentMode != subagent.ModeOneShot {
+				return e.app.manager.Tool(name, provider, e.app.live.resolve), nil
+			}
 			return subagent.NewTool(subagent.ToolOptions{
 				Service: e.subagents, Provider: provider, Name: name, ResolveLog: e.app.live.resolve,
 				ModelSelection: e.modelSelection && provider == "spawn", Jobs: e.app.jobs.reg,
 			})
 		}))
 	}
+	control := func(module, name string, build func(m *subagent.Manager) tool.Definition) {
+		must(toolModule(module, name, struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {
+			if e.subagents == nil || e.subagentMode == subagent.ModeOneShot {
+				return tool.Definition{}, errUnavailable
+			}
+			return build(e.app.manager), nil
+		}))
+	}
+	control("tool/send_message", subagent.ToolSendMessage, (*subagent.Manager).SendMessageTool)
+	control("tool/interrupt_agent", subagent.ToolInterruptAgent, (*subagent.Manager).InterruptTool)
 	delegation("tool/subagent", subagent.ToolSubagent, "spawn")
 	delegation("tool/subagent_fork", subagent.ToolSubagentFork, "fork")
 	must(toolModule("tool/list_agents", catalog.ToolListAgents, struct{}{}, func(e *env, _ struct{}) (tool.Definition, error) {

@@ -75,7 +75,7 @@ func TestCodingTaskInRepository(t *testing.T) {
 		t.Errorf("test run result %q", txt)
 	}
 	first := e.srv.Requests()[0]
-	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,job_kill,job_list,job_output,list_agents,list_subagent_models,read,read_image,skill,subagent,subagent_fork,todo_write,web_fetch,web_search,write" {
+	if names := strings.Join(first.ToolNames(), ","); names != "bash,edit,glob,grep,interrupt_agent,job_kill,job_list,job_output,list_agents,list_subagent_models,read,read_image,send_message,skill,subagent,subagent_fork,todo_write,web_fetch,web_search,write" {
 		t.Errorf("standard tools = %s", names)
 	}
 	body := string(first.Body)
@@ -305,8 +305,9 @@ func TestBackgroundJobWakesTheHeadlessRun(t *testing.T) {
 }
 
 // TestSubagentChildRunsInItsOwnSession: the parent delegates with the
-// subagent tool; the child runs in its own stored session (header with
-// parent, origin and depth) and its answer comes back as the tool result.
+// (continuable) subagent tool; the child runs in its own stored session
+// (header with parent, origin and depth), and its answer reaches the
+// parent as a settle notice that wakes it; dsh run waits for that.
 func TestSubagentChildRunsInItsOwnSession(t *testing.T) {
 	e := newEnv(t)
 	var mu sync.Mutex
@@ -318,10 +319,12 @@ func TestSubagentChildRunsInItsOwnSession(t *testing.T) {
 		case strings.Contains(body, "CHILD TASK") && !strings.Contains(body, "delegate it"):
 			// The child's fresh session knows only its own prompt.
 			return llmtest.Response{Text: "child says hi"}
+		case strings.Contains(body, "child says hi"):
+			return llmtest.Response{Text: "parent done"}
 		case r.ToolResultCount() == 0:
 			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("subagent", map[string]any{"description": "greeter", "prompt": "CHILD TASK: say hi"})}}
 		default:
-			return llmtest.Response{Text: "parent done"}
+			return llmtest.Response{Text: "waiting for the child"}
 		}
 	})
 	out, stderr, code := e.dsh("", "run", "--json", "delegate it")
@@ -340,8 +343,11 @@ func TestSubagentChildRunsInItsOwnSession(t *testing.T) {
 		t.Fatalf("lifecycle events %v", c)
 	}
 	rs := results(t, events)
-	if len(rs) != 1 || rs[0].IsError || !strings.Contains(text(rs[0]), "child says hi") {
+	if len(rs) != 1 || rs[0].IsError || !strings.Contains(text(rs[0]), "Started agent") {
 		t.Fatalf("subagent result %+v", rs)
+	}
+	if !strings.Contains(out, "settle-notice") {
+		t.Error("no settle notice in the parent's log")
 	}
 	list, _, _ := e.dsh("", "sessions", "list", "--all", "--json")
 	var headers []session.Header
@@ -388,7 +394,9 @@ func TestBackgroundSubagentNoticeWakesTheParent(t *testing.T) {
 			return llmtest.Response{Text: "started in background"}
 		}
 	})
-	out, stderr, code := e.dsh("", "run", "--json", "delegate in background")
+	oneShot := filepath.Join(t.TempDir(), "one-shot.yaml")
+	writeFile(t, oneShot, "- id: subagents\n  module: subagents\n  config: {mode: one-shot}\n", 0o600)
+	out, stderr, code := e.dsh("", "run", "--json", "--patch", oneShot, "delegate in background")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -402,5 +410,69 @@ func TestBackgroundSubagentNoticeWakesTheParent(t *testing.T) {
 	rs := results(t, events)
 	if len(rs) != 1 || !strings.Contains(text(rs[0]), "job subagent-1") {
 		t.Fatalf("background start result %+v", rs)
+	}
+}
+
+// TestSendMessageColdResumesAChildAfterRestart: a continuable child from
+// an earlier dsh process is continued with send_message from a resumed
+// parent; the child is cold-resumed from storage with its history.
+func TestSendMessageColdResumesAChildAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var childID string
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		mu.Lock()
+		defer mu.Unlock()
+		body := string(r.Body)
+		switch {
+		case strings.Contains(body, "CHILD TASK") && !strings.Contains(body, "first run"):
+			if strings.Contains(body, "second question") {
+				return llmtest.Response{Text: "child answers again"}
+			}
+			return llmtest.Response{Text: "child first answer"}
+		case strings.Contains(body, "child answers again"):
+			return llmtest.Response{Text: "parent got the second answer"}
+		case strings.Contains(body, "second run") && !strings.Contains(body, "second question"):
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("send_message", map[string]any{"agent_id": childID, "message": "second question"})}}
+		case strings.Contains(body, "second run"):
+			return llmtest.Response{Text: "sent"}
+		case strings.Contains(body, "child first answer"):
+			return llmtest.Response{Text: "first run done"}
+		case r.ToolResultCount() == 0:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("subagent", map[string]any{"description": "helper", "prompt": "CHILD TASK"})}}
+		default:
+			return llmtest.Response{Text: "waiting"}
+		}
+	})
+	out, stderr, code := e.dsh("", "run", "--json", "first run")
+	if code != 0 {
+		t.Fatalf("first run: %d %s", code, stderr)
+	}
+	_, res := parseJSONRun(t, out)
+	list, _, _ := e.dsh("", "sessions", "list", "--all", "--json")
+	var headers []session.Header
+	_ = json.Unmarshal([]byte(list), &headers)
+	for _, h := range headers {
+		if h.ParentSession == res.SessionID {
+			mu.Lock()
+			childID = h.ID
+			mu.Unlock()
+		}
+	}
+	if childID == "" {
+		t.Fatal("no child session")
+	}
+	out, stderr, code = e.dsh("", "run", "--json", "--resume", res.SessionID, "second run")
+	if code != 0 {
+		t.Fatalf("second run: %d %s", code, stderr)
+	}
+	_, res2 := parseJSONRun(t, out)
+	if res2.Text != "parent got the second answer" {
+		_, ce, _ := exportEvents(t, e, childID)
+		t.Fatalf("second run result %+v\n%s\nchild: %v\nparent stream types: %v", res2, stderr, countTypes(ce), countTypes(func() []session.Event { ev, _ := parseJSONRun(t, out); return ev }()))
+	}
+	_, childEvents, _ := exportEvents(t, e, childID)
+	if c := countTypes(childEvents); c[session.TypeTurnStart] != 2 || c[session.TypeEndSeed] != 1 {
+		t.Errorf("child was not resumed from storage: %v", c)
 	}
 }

@@ -131,13 +131,21 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return fail(stdio, err)
 	}
 	res, runErr := sess.Agent.Run(runCtx)
-	// Background jobs the agent started report back when they end; their
-	// notices start new turns (a bounded number in a row), and the run
-	// ends when no job is left running or the notices stop waking it.
+	// The run ends only when the agent is idle with nothing pending, every
+	// continuable child it started has settled (their settle notices wake
+	// it), and no background job it owns is still running (their notices
+	// start new turns, a bounded number in a row).
 	for runErr == nil && runCtx.Err() == nil {
-		woken, err := sess.WaitJobs(runCtx)
-		if err != nil || !woken {
-			break
+		if nt, ns := sess.Agent.Pending(); nt+ns == 0 {
+			if err := sess.Drain(runCtx); err != nil {
+				break
+			}
+		}
+		if nt, ns := sess.Agent.Pending(); nt+ns == 0 {
+			woken, err := sess.WaitJobs(runCtx)
+			if err != nil || !woken {
+				break
+			}
 		}
 		next, err := sess.Agent.Run(runCtx)
 		if err != nil {

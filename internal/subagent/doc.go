@@ -84,11 +84,17 @@
 // valid call is reminded once; if it still has none, the run stops with
 // StopReason "error".
 //
-// # Not here yet
+// # Continuable children
 //
-// Continuable children, the activation manager, child listing,
-// send_message / interrupt_agent / list_agents and background runs build
-// on this package later: [Handle] is the run handle they will extend, and
-// the Mode fields of the lifecycle events and descriptor already carry
-// the distinction.
+// [Manager] runs continuable children (the default mode of the subagent
+// tools in dsh's profile): the call returns the child's id at once, the
+// child's log starts with a continuable descriptor, at most one
+// activation per child runs, and when it settles (after its own
+// continuable children have settled) exactly one notice reaches the
+// direct parent. send_message continues a child (steering a running one,
+// waking an idle one, cold-resuming an inactive one through
+// [ResumeFactory]); interrupt_agent stops an ancestor's descendant's turn
+// and keeps its queue. Background one-shot runs are jobs (see the
+// run_in_background option of [ToolOptions]); listing lives in the
+// catalog subpackage.
 package subagent
