@@ -1,16 +1,20 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 )
 
 func toolCall(name string, args map[string]any) llmtest.ToolCall {
@@ -474,5 +478,91 @@ func TestSendMessageColdResumesAChildAfterRestart(t *testing.T) {
 	_, childEvents, _ := exportEvents(t, e, childID)
 	if c := countTypes(childEvents); c[session.TypeTurnStart] != 2 || c[session.TypeEndSeed] != 1 {
 		t.Errorf("child was not resumed from storage: %v", c)
+	}
+}
+
+// TestKill9ThenResumeChildFromStorage: the whole dsh process group is
+// killed while a continuable child runs a tool; a resumed parent continues
+// the child with send_message, which cold-resumes it from storage
+// (repaired: its interrupted call gets TOOL_OUTCOME_UNKNOWN).
+func TestKill9ThenResumeChildFromStorage(t *testing.T) {
+	e := newEnv(t)
+	fifo, lines := proctest.Fifo(t)
+	var mu sync.Mutex
+	var childID string
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		mu.Lock()
+		defer mu.Unlock()
+		body := string(r.Body)
+		switch {
+		case strings.Contains(body, "CHILD TASK") && !strings.Contains(body, "first run"):
+			switch {
+			case strings.Contains(body, "second question"):
+				return llmtest.Response{Text: "child answers after the crash"}
+			case r.ToolResultCount() == 0:
+				return llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo started > " + fifo + "; sleep 60")}}
+			default:
+				return llmtest.Response{Text: "unexpected"}
+			}
+		case strings.Contains(body, "child answers after the crash"):
+			return llmtest.Response{Text: "parent saw the child recover"}
+		case strings.Contains(body, "second run") && !strings.Contains(body, "second question"):
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("send_message", map[string]any{"agent_id": childID, "message": "second question"})}}
+		case strings.Contains(body, "second run"):
+			return llmtest.Response{Text: "sent"}
+		case r.ToolResultCount() == 0:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("subagent", map[string]any{"description": "worker", "prompt": "CHILD TASK"})}}
+		default:
+			return llmtest.Response{Text: "waiting"}
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, "run", "--permission", "full-access", "first run")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	select {
+	case <-lines:
+	case err := <-exited:
+		t.Fatalf("dsh exited before the child's tool started: %v", err)
+	}
+	if err := syscall.Kill(-c.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	list, _, _ := e.dsh("", "sessions", "list", "--all", "--json")
+	var headers []session.Header
+	_ = json.Unmarshal([]byte(list), &headers)
+	var parentID string
+	for _, h := range headers {
+		if h.ParentSession != "" {
+			mu.Lock()
+			childID, parentID = h.ID, h.ParentSession
+			mu.Unlock()
+		}
+	}
+	if childID == "" {
+		t.Fatalf("no child session in %s", list)
+	}
+	out, stderr, code := e.dsh("", "run", "--json", "--resume", parentID, "second run")
+	if code != 0 {
+		t.Fatalf("second run: %d %s", code, stderr)
+	}
+	if _, res := parseJSONRun(t, out); res.Text != "parent saw the child recover" {
+		t.Fatalf("second run result %+v\n%s", res, stderr)
+	}
+	_, childEvents, _ := exportEvents(t, e, childID)
+	if session.Closers(childEvents) != nil {
+		t.Fatal("child log not balanced")
+	}
+	found := false
+	for _, r := range results(t, childEvents) {
+		found = found || (r.Error != nil && r.Error.Code == session.CodeToolOutcomeUnknown)
+	}
+	if !found {
+		t.Errorf("the child's interrupted call was not repaired: %v", countTypes(childEvents))
 	}
 }
