@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dsh-dev/dsh/internal/tool"
 )
 
 func TestParseRgOutput(t *testing.T) {
@@ -140,7 +142,7 @@ func TestMatchStarts(t *testing.T) {
 		if tc.multiline {
 			flags = "(?ms)"
 		}
-		f := fields{tool: "grep"}
+		f := fields{tool.Fields{Tool: "grep"}}
 		re, perLine, err := compilePattern(f, grepArgs{pattern: tc.pattern, multiln: tc.multiline})
 		if err != nil {
 			t.Fatalf("%s%s: %v", flags, tc.pattern, err)

@@ -161,33 +161,17 @@ func searchParameters(o Options) json.RawMessage {
 		`},"required":["query"],"additionalProperties":false}`, o.MaxResults, o.MaxResults))
 }
 
-// fields is a call's arguments object, read field by field so that every
-// wrong type gets a message naming the field. Unknown fields are ignored;
-// null counts as absent.
-type fields struct {
-	tool string
-	m    map[string]json.RawMessage
+// fields reads a call's arguments field by field (see tool.Fields).
+type fields struct{ tool.Fields }
+
+func parseFields(toolName string, raw json.RawMessage) (fields, error) {
+	f, err := tool.ParseFields(toolName, raw)
+	return fields{f}, err
 }
 
-func parseFields(name string, raw json.RawMessage) (fields, error) {
-	f := fields{tool: name}
-	if err := json.Unmarshal(raw, &f.m); err != nil || f.m == nil {
-		return f, f.invalid("arguments must be a JSON object")
-	}
-	return f, nil
-}
+func (f fields) invalid(format string, v ...any) error { return f.Invalid(format, v...) }
 
-func (f fields) invalid(format string, v ...any) error {
-	return tool.Errorf(tool.CodeInvalidArgs, "invalid arguments for "+f.tool+": "+format, v...)
-}
-
-func (f fields) get(name string) (json.RawMessage, bool) {
-	v, ok := f.m[name]
-	if !ok || string(v) == "null" {
-		return nil, false
-	}
-	return v, true
-}
+func (f fields) get(name string) (json.RawMessage, bool) { return f.Get(name) }
 
 // requiredString reads a non-blank string of at most maxLen bytes.
 func (f fields) requiredString(name string, maxLen int) (string, error) {
