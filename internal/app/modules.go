@@ -254,6 +254,8 @@ type bashConfig struct {
 	Shell          string        `yaml:"shell,omitempty"`
 	// NoBackground removes run_in_background (background jobs).
 	NoBackground bool `yaml:"no_background,omitempty"`
+	// EnvPassthrough names secret-looking variables commands may see.
+	EnvPassthrough []string `yaml:"env_passthrough,omitempty"`
 }
 
 // modules returns every module this build knows.
@@ -299,7 +301,7 @@ func modules() *compose.Registry {
 		if !c.NoBackground {
 			reg = e.app.jobs.reg
 		}
-		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg}), nil
+		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: c.EnvPassthrough}), nil
 	}))
 	registerToolModules(must)
 	registerPermissionModules(must)

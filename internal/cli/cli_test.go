@@ -550,3 +550,23 @@ func TestContinueResumesNewestSessionOfTheDirectory(t *testing.T) {
 		t.Errorf("continue in empty dir: %d %s", code, stderr)
 	}
 }
+
+// TestAPIKeyNeverReachesTheLog: the provider key in dsh's environment is
+// not visible to commands, so a model cannot copy it into the log.
+func TestAPIKeyNeverReachesTheLog(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall(`echo "key=[$DEEPSEEK_API_KEY]"; env | grep -c DEEPSEEK_API_KEY`)}},
+		llmtest.Response{Text: "ok"},
+	)
+	out, stderr, code := e.dsh("", "run", "--json", "--permission", "full-access", "print the key")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(out, "test-key") {
+		t.Fatal("the API key reached the session log")
+	}
+	if !strings.Contains(out, `key=[]`) {
+		t.Errorf("unexpected command output: %s", out)
+	}
+}

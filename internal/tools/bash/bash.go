@@ -64,6 +64,10 @@ type Options struct {
 	// Shell is the program run as `Shell -c command`; "" means
 	// DefaultShell.
 	Shell string
+	// EnvPassthrough names secret-looking environment variables (…KEY…,
+	// …TOKEN…, …SECRET…, …PASSWORD…) that commands may still see; all
+	// others are removed from their environment and redacted from output.
+	EnvPassthrough []string
 	// Confine wraps each command's argv for the sandbox under the call's
 	// policy. Nil runs commands unconfined (tests, and compositions that
 	// run in danger-full-access only). An error means the command must
@@ -310,7 +314,8 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		}
 	}
 
-	argv, env := []string{o.Shell, "-c", a.Command}, environ(c.SessionID)
+	env, secrets := environ(c.SessionID, o.EnvPassthrough)
+	argv := []string{o.Shell, "-c", a.Command}
 	var conf *Confinement
 	if o.Confine != nil {
 		cf, err := o.Confine(c, argv)
@@ -340,7 +345,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	}
 
 	var text strings.Builder
-	body := strings.TrimRight(strings.ToValidUTF8(string(out.Output), "\uFFFD"), "\n")
+	body := redact(strings.TrimRight(strings.ToValidUTF8(string(out.Output), "\uFFFD"), "\n"), secrets)
 	if body == "" {
 		body = "(no output)"
 	}
@@ -392,11 +397,12 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	return res, nil
 }
 
-// environ is this process's environment with the session id set.
-func environ(sessionID string) []string {
-	env := os.Environ()
+// environ is this process's environment without secrets, with the
+// session id set, and the secret values removed from it.
+func environ(sessionID string, passthrough []string) ([]string, []string) {
+	env, secrets := scrubbedEnv(passthrough)
 	if sessionID == "" {
-		return env
+		return env, secrets
 	}
 	out := env[:0]
 	for _, kv := range env {
@@ -404,7 +410,7 @@ func environ(sessionID string) []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out, SessionEnv+"="+sessionID)
+	return append(out, SessionEnv+"="+sessionID), secrets
 }
 
 // human formats whole seconds as "120s" (what the docs and markers say)

@@ -1,0 +1,64 @@
+package bash
+
+import (
+	"os"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// secretMarkers are the name fragments that make an environment variable
+// a secret (API keys, tokens, passwords). Commands the model runs do not
+// see such variables, so their values cannot end up in a tool result and
+// from there in the session log.
+var secretMarkers = []string{"KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"}
+
+// notSecret are well-known variables that match a marker but carry no
+// secret and that tools need (ssh-agent's socket, the keyboard layout).
+var notSecret = []string{"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "XKB_DEFAULT_LAYOUT"}
+
+// isSecretName reports whether an environment variable name looks like a
+// secret.
+func isSecretName(name string) bool {
+	up := strings.ToUpper(name)
+	if slices.Contains(notSecret, up) {
+		return false
+	}
+	for _, m := range secretMarkers {
+		if strings.Contains(up, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// scrubbedEnv is the process environment without secret variables
+// (except those passed through on purpose), plus the secret values that
+// were removed, longest first, for redacting output.
+func scrubbedEnv(passthrough []string) (env []string, secrets []string) {
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		if isSecretName(name) && !slices.Contains(passthrough, name) {
+			// Short values (flags like "1") would redact too much.
+			if len(value) >= 8 {
+				secrets = append(secrets, value)
+			}
+			continue
+		}
+		env = append(env, kv)
+	}
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	return env, secrets
+}
+
+// redact replaces every secret value in s: a command can still read a
+// secret some other way (a file, /proc of another process), and whatever
+// reaches the result is logged.
+func redact(s string, secrets []string) string {
+	for _, v := range secrets {
+		if strings.Contains(s, v) {
+			s = strings.ReplaceAll(s, v, "[redacted secret]")
+		}
+	}
+	return s
+}
