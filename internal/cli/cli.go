@@ -42,6 +42,7 @@ Usage:
   dsh sessions tree ID [--json]
   dsh compact ID
   dsh config dump [--patch FILE]...
+  dsh doctor
   dsh version
 
 PROMPT "-" reads the prompt from standard input. State lives in $DSH_HOME
@@ -64,6 +65,8 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return configCmd(args[1:], stdio)
 	case "compact":
 		return compactCmd(ctx, args[1:], stdio)
+	case "doctor":
+		return doctorCmd(ctx, args[1:], stdio)
 	case "version", "--version":
 		fmt.Fprintln(stdio.Stdout, "dsh", app.Version)
 		return ExitOK

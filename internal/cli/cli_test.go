@@ -570,3 +570,16 @@ func TestAPIKeyNeverReachesTheLog(t *testing.T) {
 		t.Errorf("unexpected command output: %s", out)
 	}
 }
+
+func TestDoctor(t *testing.T) {
+	e := newEnv(t)
+	out, stderr, code := e.dsh("", "doctor")
+	if code != 0 {
+		t.Fatalf("doctor: %d %s", code, stderr)
+	}
+	for _, want := range []string{"provider deepseek", "DEEPSEEK_API_KEY is set", "sandbox bwrap", "sandbox landlock", "rg", "codex"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+}
