@@ -1,0 +1,253 @@
+package oop
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// pollInterval is how often the bounded teardown waits re-read /proc.
+const pollInterval = 10 * time.Millisecond
+
+// stderrDrain bounds the wait for stderr EOF after the group is gone; EOF
+// only fails to come when a process that left the group holds the pipe.
+const stderrDrain = 250 * time.Millisecond
+
+// ErrCleanupUnconfirmed is wrapped by errors reporting that members of a
+// child's process group were still alive after teardown.
+var ErrCleanupUnconfirmed = errors.New("oop: cleanup not confirmed")
+
+// TeardownResult reports one teardown sequence.
+type TeardownResult struct {
+	// Confirmed is true when no member of the process group was left.
+	Confirmed bool
+	// Signals lists the signals sent to the group, in order ("SIGTERM",
+	// "SIGKILL"); empty when the group was already gone but the guardian.
+	Signals []string
+	// Remaining lists the pids still in the group when the sequence
+	// gave up (or when the caller's ctx ended first).
+	Remaining []int
+}
+
+// Err returns nil when cleanup was confirmed, else an error wrapping
+// ErrCleanupUnconfirmed that names the remaining pids.
+func (r TeardownResult) Err() error {
+	if r.Confirmed {
+		return nil
+	}
+	return fmt.Errorf("%w: pids %v still alive", ErrCleanupUnconfirmed, r.Remaining)
+}
+
+// Teardown ends the process group (see the package comment) and reports
+// whether it is confirmed gone. The sequence runs once: concurrent and
+// later calls wait for the same sequence and get the same result. ctx only
+// bounds this caller's wait; when it ends first the sequence carries on
+// and the returned result is unconfirmed, with the current members.
+func (p *Process) Teardown(ctx context.Context) TeardownResult {
+	p.teardownOnce.Do(func() {
+		if p.stopCtx != nil {
+			p.stopCtx()
+		}
+		go p.teardown()
+	})
+	select {
+	case <-p.teardownDone:
+		return p.result
+	case <-ctx.Done():
+		return TeardownResult{Remaining: p.members(true)}
+	}
+}
+
+func (p *Process) teardown() {
+	defer close(p.teardownDone)
+	var res TeardownResult
+	guard := p.guardian.Process.Pid
+	// Members other than the guardian, which ignores SIGTERM on purpose
+	// so that it keeps guarding through the grace period.
+	others := func() []int { return p.members(false) }
+	if len(others()) > 0 {
+		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+		res.Signals = append(res.Signals, "SIGTERM")
+		if !waitEmpty(others, p.grace) {
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+			res.Signals = append(res.Signals, "SIGKILL")
+		}
+	}
+	// Release the guardian. Closing its pipe alone would make it kill the
+	// group, which is also fine; the direct kill does not depend on it
+	// being scheduled.
+	p.guardW.Close()
+	_ = syscall.Kill(guard, syscall.SIGKILL)
+	all := func() []int { return p.members(true) }
+	if waitEmpty(all, KillWait) {
+		res.Confirmed = true
+	} else {
+		res.Remaining = all()
+	}
+	// Reap the guardian only now: until here its zombie kept the group id
+	// from being reused under our signals. Should it still be alive
+	// (stuck in the kernel), it is reaped in the background instead of
+	// blocking the sequence.
+	if slices.Contains(res.Remaining, guard) {
+		go func() { _ = p.guardian.Wait() }()
+	} else {
+		_ = p.guardian.Wait()
+	}
+
+	p.stdin.Close()
+	p.stdout.Close()
+	if p.ctlW != nil {
+		p.ctlW.Close()
+		p.ctlR.Close()
+	}
+	select {
+	case <-p.stderrDone:
+	case <-time.After(stderrDrain):
+		_ = p.stderrR.SetReadDeadline(time.Now())
+		<-p.stderrDone
+	}
+	p.stderrR.Close()
+	if res.Confirmed {
+		// With the group gone the command has exited; wait for its reaping
+		// so that Wait never blocks after a confirmed teardown.
+		<-p.exited
+	}
+	p.result = res
+}
+
+// members lists the live (non-zombie) pids in the process group, the
+// guardian included only when withGuardian is set.
+func (p *Process) members(withGuardian bool) []int {
+	pids := groupMembers(p.pgid)
+	if !withGuardian {
+		pids = slices.DeleteFunc(pids, func(pid int) bool { return pid == p.guardian.Process.Pid })
+	}
+	return pids
+}
+
+// waitEmpty polls list until it returns nothing or d has passed, and
+// reports whether it became empty.
+func waitEmpty(list func() []int, d time.Duration) bool {
+	if len(list()) == 0 {
+		return true
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if len(list()) == 0 {
+				return true
+			}
+		case <-deadline.C:
+			return len(list()) == 0
+		}
+	}
+}
+
+// groupMembers scans /proc for processes in process group pgid that are
+// not zombies, in ascending pid order.
+func groupMembers(pgid int) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	var pids []int
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		state, pg, ok := procStat(pid)
+		if ok && pg == pgid && state != 'Z' && state != 'X' {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+// procStat reads the state and process group of pid from
+// /proc/<pid>/stat. The command name may contain spaces and parentheses,
+// so fields are taken after the last ')'.
+func procStat(pid int) (state byte, pgid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	// After ") ": state ppid pgrp ...
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pg, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pg, true
+}
+
+// Handle is the run handle a provider publishes for an out-of-process
+// child: Dispose cancels the run locally without assuming the child
+// cooperates, then awaits the teardown of its whole process group.
+type Handle struct {
+	proc   *Process
+	cancel func()
+	once   sync.Once
+	done   chan struct{}
+	result TeardownResult
+	err    error
+}
+
+// NewHandle wraps p. cancel, when not nil, is called once at the start of
+// Dispose to settle the run's local cancellation (stop readers, mark the
+// result aborted) before the process group is torn down.
+func NewHandle(p *Process, cancel func()) *Handle {
+	return &Handle{proc: p, cancel: cancel, done: make(chan struct{})}
+}
+
+// Process returns the wrapped process.
+func (h *Handle) Process() *Process { return h.proc }
+
+// Dispose cancels the run and awaits its teardown. It is idempotent:
+// concurrent and later calls share one teardown and return the same
+// error, which is non-nil (wrapping ErrCleanupUnconfirmed) when members of
+// the group survived; the run must then be reported as failed.
+func (h *Handle) Dispose() error {
+	h.once.Do(func() {
+		defer close(h.done)
+		if h.cancel != nil {
+			h.cancel()
+		}
+		h.result = h.proc.Teardown(context.Background())
+		h.err = h.result.Err()
+	})
+	<-h.done
+	return h.err
+}
+
+// Result returns the teardown result once Dispose has finished, and false
+// before.
+func (h *Handle) Result() (TeardownResult, bool) {
+	select {
+	case <-h.done:
+		return h.result, true
+	default:
+		return TeardownResult{}, false
+	}
+}
