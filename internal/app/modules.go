@@ -306,5 +306,6 @@ func modules() *compose.Registry {
 	registerToolModules(must)
 	registerPermissionModules(must)
 	registerSubagentModules(must)
+	registerACPModules(must)
 	return r
 }

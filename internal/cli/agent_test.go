@@ -566,3 +566,40 @@ func TestKill9ThenResumeChildFromStorage(t *testing.T) {
 		t.Errorf("the child's interrupted call was not repaired: %v", countTypes(childEvents))
 	}
 }
+
+// TestACPAgentAsSubagent: an ACP agent configured as a profile row is a
+// delegation tool; it runs in the delegating session's cwd, in its own
+// process group, and its streamed answer is the tool result.
+func TestACPAgentAsSubagent(t *testing.T) {
+	e := newEnv(t)
+	cwdFile := filepath.Join(t.TempDir(), "cwd")
+	writeFile(t, filepath.Join(e.home, "config.yaml"), fmt.Sprintf(`
+profile:
+  - id: acp.fake
+    module: acp-agent
+    config:
+      name: fake
+      command: [%q, "-cwd-file", %q]
+`, fakeACPBin, cwdFile), 0o600)
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("subagent_fake", map[string]any{"description": "ask acp", "prompt": "ECHO hello"})}},
+		llmtest.Response{Text: "done"},
+	)
+	out, stderr, code := e.dsh("", "run", "--json", "use the acp agent")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, res := parseJSONRun(t, out)
+	rs := results(t, events)
+	if res.Text != "done" || len(rs) != 1 || rs[0].IsError || !strings.Contains(text(rs[0]), "echo: ECHO hello") {
+		t.Fatalf("result %+v / %+v", res, rs)
+	}
+	if got, _ := os.ReadFile(cwdFile); string(got) != e.cwd {
+		t.Errorf("agent cwd %q, want %q", got, e.cwd)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, bad, "- id: acp.bad\n  module: acp-agent\n  config: {name: Bad Name, command: [x]}\n", 0o600)
+	if _, stderr, code := e.dsh("", "config", "dump", "--patch", bad); code != 2 || !strings.Contains(stderr, `"acp.bad"`) {
+		t.Errorf("bad acp row: %d %s", code, stderr)
+	}
+}

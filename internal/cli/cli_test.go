@@ -24,7 +24,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 )
 
-var dshBin string
+var dshBin, fakeACPBin string
 
 // TestMain builds the real dsh binary once: these tests drive it as a
 // user would, as a subprocess, against the fake model server.
@@ -34,10 +34,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	dshBin = filepath.Join(dir, "dsh")
-	out, err := exec.Command("go", "build", "-o", dshBin, "github.com/dsh-dev/dsh/cmd/dsh").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build dsh: %v\n%s", err, out)
-		os.Exit(1)
+	fakeACPBin = filepath.Join(dir, "dsh-fakeacp")
+	for bin, pkg := range map[string]string{dshBin: "github.com/dsh-dev/dsh/cmd/dsh", fakeACPBin: "github.com/dsh-dev/dsh/cmd/dsh-fakeacp"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
