@@ -7,8 +7,8 @@ const (
 	// ModeOneShot is a child that runs one prompt to completion and is
 	// then disposed.
 	ModeOneShot = "one-shot"
-	// ModeContinuable is reserved for children that accept follow-up
-	// messages (not implemented yet).
+	// ModeContinuable is a child that accepts follow-up messages and is
+	// driven by the Manager (settle notices, send_message, cold resume).
 	ModeContinuable = "continuable"
 )
 
