@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 	"github.com/dsh-dev/dsh/internal/llm/openai"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/session/sessiontest"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/bash"
@@ -275,69 +276,13 @@ func failResponse(format string, args ...any) llmtest.Response {
 
 func eventsOf[T any](t *testing.T, events []session.Event, typ string) []T {
 	t.Helper()
-	var out []T
-	for _, e := range events {
-		if e.Type != typ {
-			continue
-		}
-		var v T
-		if err := e.Decode(&v); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, v)
-	}
-	return out
+	return sessiontest.EventsOf[T](t, events, typ)
 }
 
-// checkBalanced asserts the structural invariants of a log: contiguous
-// seqs, valid events, paired turns and steps, one result per call.
+// checkBalanced asserts the structural invariants of a log.
 func checkBalanced(t *testing.T, events []session.Event) {
 	t.Helper()
-	openTurn, openStep := false, false
-	calls := map[string]int{}
-	for i, e := range events {
-		if e.Seq != int64(i) {
-			t.Fatalf("seq %d at position %d", e.Seq, i)
-		}
-		if err := e.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		switch e.Type {
-		case session.TypeTurnStart:
-			if openTurn {
-				t.Fatalf("seq %d: nested turn", e.Seq)
-			}
-			openTurn = true
-		case session.TypeTurnEnd:
-			if !openTurn || openStep {
-				t.Fatalf("seq %d: unbalanced turn/end", e.Seq)
-			}
-			openTurn = false
-		case session.TypeStepStart:
-			openStep = true
-		case session.TypeStepEnd:
-			openStep = false
-		case session.TypeToolCall:
-			var c session.ToolCall
-			_ = e.Decode(&c)
-			calls[c.CallID]++
-		case session.TypeToolResult:
-			var r session.ToolResult
-			_ = e.Decode(&r)
-			if calls[r.CallID] != 1 {
-				t.Fatalf("seq %d: result of %s without exactly one call", e.Seq, r.CallID)
-			}
-			calls[r.CallID]++
-		}
-	}
-	if openTurn || openStep {
-		t.Fatal("log ends inside a turn or step")
-	}
-	for id, n := range calls {
-		if n != 2 {
-			t.Fatalf("call %s has no result", id)
-		}
-	}
+	sessiontest.CheckBalanced(t, events)
 }
 
 // checkLifecycle asserts that every subagent/start on log is followed by
