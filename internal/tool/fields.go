@@ -1,6 +1,10 @@
 package tool
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
 
 // Fields is a call's arguments object read field by field, so that every
 // wrong type gets a message naming the field and the model can fix its
@@ -33,4 +37,21 @@ func (f Fields) Get(name string) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// Integer reads an optional integer in [lo, hi]; an integral float (3.0)
+// is tolerated. ok is false when the field is absent.
+func (f Fields) Integer(name string, lo, hi int) (n int, ok bool, err error) {
+	v, present := f.Get(name)
+	if !present {
+		return 0, false, nil
+	}
+	x, perr := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
+	if perr != nil || !json.Valid(v) || x != float64(int64(x)) {
+		return 0, false, f.Invalid("%s must be an integer", name)
+	}
+	if x < float64(lo) || x > float64(hi) {
+		return 0, false, f.Invalid("%s must be between %d and %d", name, lo, hi)
+	}
+	return int(x), true, nil
 }

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -152,22 +151,8 @@ func (f fields) boolean(name string, def bool) (bool, error) {
 	return b, nil
 }
 
-// integer reads an integer in [lo, hi]; an integral float (3.0) is
-// tolerated.
-func (f fields) integer(name string, lo, hi int) (int, bool, error) {
-	v, ok := f.get(name)
-	if !ok {
-		return 0, false, nil
-	}
-	n, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
-	if err != nil || !json.Valid(v) || n != float64(int64(n)) {
-		return 0, false, f.invalid("%s must be an integer", name)
-	}
-	if n < float64(lo) || n > float64(hi) {
-		return 0, false, f.invalid("%s must be between %d and %d", name, lo, hi)
-	}
-	return int(n), true, nil
-}
+// integer reads an optional integer in [lo, hi] (see tool.Fields.Integer).
+func (f fields) integer(name string, lo, hi int) (int, bool, error) { return f.Integer(name, lo, hi) }
 
 // resolvePath resolves a path argument against the session cwd (relative
 // paths, ~) and checks that it exists. An empty arg is the cwd itself.

@@ -214,22 +214,8 @@ func (f fields) domains(name string) ([]string, error) {
 	return out, nil
 }
 
-// integer reads an optional integer in [lo, hi]; an integral float (3.0)
-// is tolerated.
-func (f fields) integer(name string, lo, hi int) (int, bool, error) {
-	v, ok := f.get(name)
-	if !ok {
-		return 0, false, nil
-	}
-	n, err := strconv.ParseFloat(strings.TrimSpace(string(v)), 64)
-	if err != nil || !json.Valid(v) || n != float64(int64(n)) {
-		return 0, false, f.invalid("%s must be an integer", name)
-	}
-	if n < float64(lo) || n > float64(hi) {
-		return 0, false, f.invalid("%s must be between %d and %d", name, lo, hi)
-	}
-	return int(n), true, nil
-}
+// integer reads an optional integer in [lo, hi] (see tool.Fields.Integer).
+func (f fields) integer(name string, lo, hi int) (int, bool, error) { return f.Integer(name, lo, hi) }
 
 // toolError gives a web failure its stable code on the tool result.
 func toolError(err error) error {
