@@ -121,6 +121,12 @@ type Request struct {
 	Tools ToolFilter
 	// Persona replaces the child's persona (capability Persona).
 	Persona string
+	// Progress, when set, receives one-line activity reports while the
+	// run goes (completed commands, file changes, commentary), e.g. for a
+	// background job's output. Providers call it from their own
+	// goroutines, never after the run's result is published; it must be
+	// safe for concurrent use and must not block.
+	Progress func(line string)
 
 	// RunID, Depth and Permission are set by Service.Start and replace
 	// whatever the caller put there, so that a caller cannot lower a

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/dsh-dev/dsh/internal/jobs"
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -298,6 +299,8 @@ func (t *delegateTool) execute(ctx context.Context, c *tool.Call) (tool.Result, 
 // stop it and its end is reported like any background job's.
 func (t *delegateTool) background(ctx context.Context, c *tool.Call, req Request) (tool.Result, error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sink := &progressSink{}
+	req.Progress = sink.line
 	h, err := t.o.Service.Start(runCtx, t.o.Provider, req)
 	if err != nil {
 		cancel()
@@ -313,8 +316,10 @@ func (t *delegateTool) background(ctx context.Context, c *tool.Call, req Request
 			defer cancel()
 			stop := context.AfterFunc(jctx, cancel) // job_kill aborts the child
 			defer stop()
+			sink.attach(out)
 			res, werr := h.Wait(context.WithoutCancel(jctx))
 			derr := h.Dispose()
+			sink.detach()
 			fmt.Fprintf(out, "subagent %s (%s) %s\n", h.ChildID(), req.Label, res.StopReason)
 			if text := res.Text(); text != "" {
 				fmt.Fprintf(out, "%s\n", text)
@@ -359,4 +364,46 @@ func failureText(stop string) string {
 		return "declined the task"
 	}
 	return "ended abnormally (" + stop + ")"
+}
+
+// progressSink forwards a run's progress lines to its job's output. Lines
+// reported before the job exists are kept (boundedly) and written when it
+// attaches; lines after detach are dropped, since a job must not write to
+// its output once its Run returned.
+type progressSink struct {
+	mu      sync.Mutex
+	w       io.Writer
+	pending []string
+	done    bool
+}
+
+// maxPendingProgress bounds the lines kept before the job attaches.
+const maxPendingProgress = 64
+
+func (s *progressSink) line(l string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.done:
+	case s.w != nil:
+		fmt.Fprintln(s.w, l)
+	case len(s.pending) < maxPendingProgress:
+		s.pending = append(s.pending, l)
+	}
+}
+
+func (s *progressSink) attach(w io.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w = w
+	for _, l := range s.pending {
+		fmt.Fprintln(w, l)
+	}
+	s.pending = nil
+}
+
+func (s *progressSink) detach() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w, s.done = nil, true
 }
