@@ -55,6 +55,8 @@ type App struct {
 	subagents *subagent.Service // guarded by subMu; created on first use
 	manager   *subagent.Manager // guarded by subMu; continuable children
 
+	codex codexState // the Codex provider, built on first use
+
 	Home        string
 	Config      config.Config
 	Store       *sqlite.Store

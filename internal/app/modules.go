@@ -307,5 +307,6 @@ func modules() *compose.Registry {
 	registerPermissionModules(must)
 	registerSubagentModules(must)
 	registerACPModules(must)
+	registerCodexModules(must)
 	return r
 }

@@ -42,6 +42,8 @@ Usage:
   dsh sessions tree ID [--json]
   dsh compact ID
   dsh config dump [--patch FILE]...
+  dsh delegate codex [--json] [flags] PROMPT
+  dsh delegate recover [--json] ID
   dsh doctor
   dsh version
 
@@ -67,6 +69,8 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return compactCmd(ctx, args[1:], stdio)
 	case "doctor":
 		return doctorCmd(ctx, args[1:], stdio)
+	case "delegate":
+		return delegateCmd(ctx, args[1:], stdio)
 	case "version", "--version":
 		fmt.Fprintln(stdio.Stdout, "dsh", app.Version)
 		return ExitOK

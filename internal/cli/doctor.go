@@ -35,7 +35,7 @@ func doctorCmd(_ context.Context, args []string, stdio IO) int {
 	} else {
 		add(check{"state directory", "ok", home, ""})
 	}
-	_, cfg, _, err := app.Compose(app.Options{})
+	_, cfg, comp, err := app.Compose(app.Options{})
 	if err != nil {
 		add(check{"configuration", "error", err.Error(), "fix the named row or file"})
 	} else {
@@ -70,13 +70,18 @@ func doctorCmd(_ context.Context, args []string, stdio IO) int {
 	for _, tool := range []struct{ bin, what, fix string }{
 		{"rg", "grep uses ripgrep", "apt-get install ripgrep (grep falls back to its Go walker)"},
 		{"git", "repositories and worktrees", "apt-get install git"},
-		{"codex", "Codex delegation (not wired yet)", "npm install -g @openai/codex"},
-		{"claude", "Claude Code delegation (not wired yet)", "npm install -g @anthropic-ai/claude-code"},
 	} {
 		if path, err := exec.LookPath(tool.bin); err == nil {
 			add(check{tool.bin, "ok", tool.what + " (" + path + ")", ""})
 		} else {
 			add(check{tool.bin, "missing", tool.what, tool.fix})
+		}
+	}
+	if comp != nil {
+		if path, err := app.CodexStatus(comp); err != nil {
+			add(check{"codex", "missing", "subagent_codex and dsh delegate codex: " + firstLine(err.Error()), "npm install -g @openai/codex, or set command in the codex row"})
+		} else {
+			add(check{"codex", "ok", "subagent_codex and dsh delegate codex (" + path + ")", ""})
 		}
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
