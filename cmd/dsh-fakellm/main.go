@@ -1,9 +1,17 @@
-// Command dsh-fakellm serves a scripted fake model (Chat Completions and
-// Anthropic Messages) on loopback, for manual testing and benchmarks of
-// dsh without a real provider.
+// Command dsh-fakellm serves a scripted fake model (Chat Completions,
+// Anthropic Messages and the OpenAI Responses API) on loopback, for manual
+// testing and benchmarks of dsh and of external agents without a real
+// provider. The wire format follows the endpoint each request uses, so one
+// server speaks all three.
 //
 //	dsh-fakellm [-addr 127.0.0.1:0] [-script file.json]
 //	            [-loop-tool bash -loop-args '{"command":"true"}' -loop-steps N]
+//	            [-codex-home DIR [-codex-model fake-model]]
+//
+// With -codex-home, DIR/config.toml is written once the server listens so
+// that the Codex CLI run with CODEX_HOME=DIR (and the dummy key variable
+// LLMTEST_CODEX_API_KEY set to anything) uses this server; see
+// llmtest.WriteCodexConfig.
 //
 // The script is a JSON array of llmtest.Response objects, answered in
 // order. With -loop-tool, requests beyond the script get N calls of that
@@ -50,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	loopTool := fs.String("loop-tool", "", "after the script, answer calls of this tool")
 	loopArgs := fs.String("loop-args", "{}", "JSON arguments of the -loop-tool calls")
 	loopSteps := fs.Int("loop-steps", 1, "tool calls per conversation before the final text")
+	codexHome := fs.String("codex-home", "", "write a Codex config.toml pointing at this server into this directory")
+	codexModel := fs.String("codex-model", "fake-model", "model slug for the -codex-home config")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +87,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	if *codexHome != "" {
+		if err := llmtest.WriteCodexConfig(*codexHome, srv.URL(), *codexModel); err != nil {
+			return err
+		}
+	}
 	srv.Enqueue(rs...)
 	if *loopTool != "" {
 		srv.SetFallback(llmtest.LoopFallback(*loopTool, *loopArgs, *loopSteps))
@@ -85,8 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	srv.SetOnRequest(func(r llmtest.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(stderr, "%s %s format=%s stream=%t model=%q messages=%d tools=%d tool-results=%d bytes=%d\n",
-			r.Method, r.Path, r.Format, r.Stream, r.Model(), len(r.Messages()), len(r.ToolNames()),
+		fmt.Fprintf(stderr, "%s %s format=%s stream=%t model=%q messages=%d input=%d tools=%d tool-results=%d bytes=%d\n",
+			r.Method, r.Path, r.Format, r.Stream, r.Model(), len(r.Messages()), len(r.Input()), len(r.ToolNames()),
 			r.ToolResultCount(), len(r.Body))
 	})
 	fmt.Fprintf(stdout, "listening on %s\n", srv.URL())

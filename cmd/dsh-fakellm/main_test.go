@@ -80,6 +80,48 @@ func TestRun(t *testing.T) {
 	}
 }
 
+func TestRunCodexHome(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "codex")
+	ctx, cancel := context.WithCancel(context.Background())
+	outR, outW := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-codex-home", home, "-codex-model", "gpt-5.5"}, outW, &stderr)
+		outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening on http://127.0.0.1:") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, outR)
+	url := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+
+	// The config is written before the address is announced.
+	cfg, err := os.ReadFile(filepath.Join(home, "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`model = "gpt-5.5"`, `base_url = "` + url + `/v1"`, `wire_api = "responses"`} {
+		if !strings.Contains(string(cfg), want+"\n") {
+			t.Errorf("config lacks %q:\n%s", want, cfg)
+		}
+	}
+	hr, err := http.Post(url+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":[{"type":"message","role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Body.Close()
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if log := stderr.String(); !strings.Contains(log, "POST /v1/responses format=responses stream=false model=\"m\" messages=0 input=1 ") {
+		t.Fatalf("stderr log:\n%s", log)
+	}
+}
+
 func TestRunBadFlags(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"text":"not an array"}`), 0o600); err != nil {
@@ -92,6 +134,8 @@ func TestRunBadFlags(t *testing.T) {
 		{"-script", bad},
 		{"-loop-tool", "bash", "-loop-args", "{"},
 		{"-addr", "not-an-address"},
+		{"-codex-home", t.TempDir(), "-codex-model", ""},
+		{"-codex-home", bad + "/sub"}, // under a regular file
 	}
 	for _, args := range tests {
 		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {

@@ -11,6 +11,8 @@ const (
 	FormatChat = "chat"
 	// FormatAnthropic is Anthropic Messages.
 	FormatAnthropic = "anthropic"
+	// FormatResponses is the OpenAI Responses API (what Codex speaks).
+	FormatResponses = "responses"
 )
 
 // Request is one recorded HTTP request. The maps and slices are shared
@@ -24,8 +26,8 @@ type Request struct {
 	Header http.Header
 	// Body is the raw request body.
 	Body []byte
-	// Format is FormatChat or FormatAnthropic by endpoint, "" for an
-	// unknown path.
+	// Format is FormatChat, FormatAnthropic or FormatResponses by
+	// endpoint, "" for an unknown path.
 	Format string
 	// Stream is the body's "stream" flag.
 	Stream bool
@@ -46,7 +48,8 @@ func (r Request) Messages() []map[string]any {
 
 // ToolNames returns the names of the tools offered, in order, reading
 // either the chat shape ({"type":"function","function":{"name":...}}) or
-// the Anthropic one ({"name":...}).
+// the Anthropic and Responses one ({"name":...}). Responses built-in tools
+// without a name (e.g. {"type":"web_search"}) are left out.
 func (r Request) ToolNames() []string {
 	var out []string
 	for _, t := range objects(r.JSON["tools"]) {
@@ -61,11 +64,17 @@ func (r Request) ToolNames() []string {
 }
 
 // ToolResultCount returns how many tool results the conversation carries
-// (chat "tool" messages or Anthropic "tool_result" blocks). It lets a
+// (chat "tool" messages, Anthropic "tool_result" blocks or Responses
+// "function_call_output" / "custom_tool_call_output" input items). It lets a
 // fallback script know how far a conversation has got without keeping any
 // state, so one server can serve many conversations at once.
 func (r Request) ToolResultCount() int {
 	n := 0
+	for _, it := range r.Input() {
+		if it["type"] == "function_call_output" || it["type"] == "custom_tool_call_output" {
+			n++
+		}
+	}
 	for _, m := range r.Messages() {
 		if m["role"] == "tool" {
 			n++
@@ -78,6 +87,76 @@ func (r Request) ToolResultCount() int {
 		}
 	}
 	return n
+}
+
+// Input returns the Responses "input" items that are objects, in order:
+// messages ({"type":"message","role":"user","content":[{"type":
+// "input_text","text":...},{"type":"input_image","image_url":...}]}),
+// function_call, function_call_output, reasoning and so on. A plain string
+// input gives nil; read it from JSON["input"].
+func (r Request) Input() []map[string]any {
+	return objects(r.JSON["input"])
+}
+
+// InputTexts returns the texts of the Responses input messages of role
+// ("user", "developer", "assistant"; "" for all), one entry per
+// input_text or output_text content part, in order.
+func (r Request) InputTexts(role string) []string {
+	var out []string
+	for _, it := range r.Input() {
+		if t, _ := it["type"].(string); t != "" && t != "message" {
+			continue
+		}
+		if role != "" && it["role"] != role {
+			continue
+		}
+		if s, ok := it["content"].(string); ok {
+			out = append(out, s)
+			continue
+		}
+		for _, c := range objects(it["content"]) {
+			if c["type"] == "input_text" || c["type"] == "output_text" {
+				if s, ok := c["text"].(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Instructions returns the Responses "instructions" (the system prompt).
+func (r Request) Instructions() string {
+	s, _ := r.JSON["instructions"].(string)
+	return s
+}
+
+// ReasoningEffort returns the Responses "reasoning.effort", "" when absent.
+func (r Request) ReasoningEffort() string {
+	m, _ := r.JSON["reasoning"].(map[string]any)
+	s, _ := m["effort"].(string)
+	return s
+}
+
+// TextFormat returns the Responses "text.format" object, nil when absent.
+// A structured-output request has {"type":"json_schema","name":...,
+// "strict":true,"schema":{...}}.
+func (r Request) TextFormat() map[string]any {
+	m, _ := r.JSON["text"].(map[string]any)
+	f, _ := m["format"].(map[string]any)
+	return f
+}
+
+// customTools is the set of names of Responses tools with type "custom"
+// (free-form input rather than JSON arguments).
+func (r Request) customTools() map[string]bool {
+	out := map[string]bool{}
+	for _, t := range objects(r.JSON["tools"]) {
+		if name, ok := t["name"].(string); ok && t["type"] == "custom" {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 func objects(v any) []map[string]any {

@@ -25,6 +25,10 @@ type Response struct {
 	Reasoning string `json:"reasoning,omitempty"`
 	// Text is the visible answer text.
 	Text string `json:"text,omitempty"`
+	// Phase is the Responses API message phase ("commentary",
+	// "final_answer"), which Codex copies to its agentMessage items; empty
+	// sends none. Other formats ignore it.
+	Phase string `json:"phase,omitempty"`
 	// ToolCalls are the calls the model makes, in order, after the text.
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// Usage is reported when set; nil sends no chat usage at all and zero

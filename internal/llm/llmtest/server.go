@@ -1,13 +1,15 @@
 // Package llmtest is a scripted fake model server for tests and
 // benchmarks. It serves real HTTP on loopback and speaks the real wire
-// formats of OpenAI-compatible Chat Completions (as DeepSeek serves it) and
-// Anthropic Messages, streaming and not, so that provider adapters are
-// exercised end to end: tests script replies and faults with [Response]
-// and assert what the harness sent with [Server.Requests].
+// formats of OpenAI-compatible Chat Completions (as DeepSeek serves it),
+// Anthropic Messages and the OpenAI Responses API (as the Codex CLI uses
+// it), streaming and not, so that provider adapters and external agents
+// are exercised end to end: tests script replies and faults with
+// [Response] and assert what the harness sent with [Server.Requests].
 //
 // Endpoints: /chat/completions and /v1/chat/completions (chat),
-// /v1/messages and /messages (Anthropic). Scripted responses are consumed
-// one per request in order, whatever the format.
+// /v1/messages and /messages (Anthropic), /v1/responses and /responses
+// (Responses). Scripted responses are consumed one per request in order,
+// whatever the format. [WriteCodexConfig] points a Codex CLI at a server.
 package llmtest
 
 import (
@@ -177,6 +179,8 @@ func formatOf(path string) string {
 		return FormatChat
 	case "/v1/messages", "/messages":
 		return FormatAnthropic
+	case "/v1/responses", "/responses":
+		return FormatResponses
 	}
 	return ""
 }
@@ -247,10 +251,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req Request, res
 	switch {
 	case req.Stream && req.Format == FormatChat:
 		s.stream(w, r, resp, s.chatEvents(resp, model))
+	case req.Stream && req.Format == FormatResponses:
+		s.stream(w, r, resp, s.responsesEvents(resp, req, model))
 	case req.Stream:
 		s.stream(w, r, resp, s.anthropicEvents(resp, model))
 	case req.Format == FormatChat:
 		s.single(w, r, resp, s.chatCompletion(resp, model))
+	case req.Format == FormatResponses:
+		s.single(w, r, resp, s.responsesObject(resp, req, model))
 	default:
 		s.single(w, r, resp, s.anthropicMessage(resp, model))
 	}
