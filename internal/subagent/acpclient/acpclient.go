@@ -12,6 +12,66 @@
 // delegation depth cap, so the subagent service refuses such requests before
 // anything is started.
 //
+// # Updates
+//
+// The answer (Result.Output) is the text of every agent_message_chunk of
+// the turn; text after a message boundary (see Progress) is set off by a
+// blank line. Tool calls are tracked by toolCallId with their last status.
+// The activity log, the tail of Result.Diagnostic after its summary lines
+// (the oldest lines are dropped when it would not fit), records each call's
+// first sighting, every change of its status (not updates that only replace
+// content) and every permission answer. Other variants (agent_thought_chunk,
+// user_message_chunk, available_commands_update, current_mode_update,
+// config_option_update, session_info_update, usage_update, unknown ones)
+// are tolerated and ignored, as are updates for another sessionId; a
+// malformed optional field loses only itself.
+//
+// # Progress
+//
+// When the request has a Progress callback, the run reports one line per
+// event, in the order of the updates ("[<kind>]" and "<title>" are left
+// out when the agent sent none; text is put on one line and clipped):
+//
+//	agent: <text>                         message text, when the message ended
+//	tool <id> [<kind>] <title>: started   first sighting of a tool call
+//	tool <id> <title>: completed          a call reached completed (or failed)
+//	plan: [x] <a>; [>] <b>; [ ] <c>       a changed plan: completed, in progress, other
+//	permission <id> <title>: <answer>     the option kind chosen, or cancelled
+//	tool <id> <title>: closed (prompt ended while <status>)
+//
+// ACP has no explicit end of a message, so accumulated message text is
+// reported as an "agent:" line at the next boundary: a new messageId, any
+// other progress line (a tool call starting or finishing, a plan, a
+// permission answer), and the end of the turn. Lines are reported from the
+// connection's goroutines with the run's lock held, and never once the turn
+// ended: updates racing with the end are dropped, so no line follows the
+// published result.
+//
+// # Closing tool calls
+//
+// Agents do not always finish their tool calls (codex-acp leaves executed
+// commands in_progress). When the turn ends (session/prompt returned with
+// any stop reason or failed, or the run ended by cancellation, timeout or
+// the agent's exit) every tracked call whose last status is neither
+// completed nor failed is closed: the "closed" line above is recorded and
+// reported, and the diagnostic's first lines say how many calls were left
+// open ("1 tool call left open when the prompt ended").
+//
+// # Stop reasons and usage
+//
+// end_turn is completed, max_tokens and max_turn_requests are max-tokens
+// (the latter with a diagnostic line), refusal is refusal, cancelled is
+// aborted; anything else, a missing stopReason included, is an error. A run
+// whose Timeout fired is an error whatever the agent answered. The prompt
+// response's usage (unstable in ACP) is read leniently, a malformed counter
+// counting 0, and mapped onto llm.Usage's disjoint counters: ACP does not
+// say whether inputTokens includes the cached tokens or outputTokens the
+// thought tokens, so totalTokens decides when it matches a reading;
+// otherwise cache is taken as excluded from input and thoughts as included
+// in output unless they exceed it.
+//
+// # Permissions
+//
 // Permission requests from the agent are answered from the delegating
 // session's permission state, without asking anyone: the client cannot tell
 // whether a requested action stays inside the workspace, so only
@@ -127,7 +187,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Ru
 	if err != nil {
 		return nil, fmt.Errorf("acpclient: start %s: %w", p.o.Name, err)
 	}
-	r := newRun(p, proc, req.Permission, dir)
+	r := newRun(p, proc, req.Permission, dir, req.Progress)
 	var deadline <-chan time.Time
 	if p.o.Timeout > 0 {
 		t := time.NewTimer(p.o.Timeout)
@@ -143,6 +203,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Ru
 	}
 	if err := r.handshake(hctx); err != nil {
 		r.stopTimer()
+		r.mu.Lock()
+		r.ended = true // no progress from a run that never started
+		r.mu.Unlock()
 		cleanup := r.handle.Dispose()
 		r.conn.Close()
 		msg := fmt.Sprintf("acpclient: %s handshake: %v", p.o.Name, err)

@@ -36,8 +36,13 @@ func (p *Provider) Delegate(ctx context.Context, params Params, caller Caller, o
 	}
 	r.out.StartedAt = time.Now().UTC()
 	r.out.Process.Argv = append(append([]string(nil), p.cfg.Command...), "app-server")
-	defer r.seal()
+	r.exec(ctx, params, caller)
+	r.seal()
+	return r.out
+}
 
+func (r *run) exec(ctx context.Context, params Params, caller Caller) {
+	p := r.p
 	defaultCwd := caller.Cwd
 	if p.cfg.Dir != "" {
 		defaultCwd = p.cfg.Dir
@@ -53,9 +58,8 @@ func (p *Provider) Delegate(ctx context.Context, params Params, caller Caller, o
 	r.out.Effort.Requested = rs.Effort
 	if err != nil {
 		r.fail(CategoryInvalid, err.Error())
-		return r.out
+		return
 	}
-
 	dctx := ctx
 	if rs.deadline > 0 {
 		var cancel context.CancelFunc
@@ -64,7 +68,6 @@ func (p *Provider) Delegate(ctx context.Context, params Params, caller Caller, o
 	}
 	r.parent, r.dctx = ctx, dctx
 	r.drive()
-	return r.out
 }
 
 type item struct {
@@ -162,21 +165,19 @@ func (r *run) cause(step string, err error) (string, string) {
 		return CategoryDeadline, fmt.Sprintf("%s: the delegation exceeded its %d ms deadline and was cancelled", step, r.req.deadline.Milliseconds())
 	}
 	if r.proc != nil {
+		// A closed pipe usually means the process is exiting: give the
+		// exit a moment to be observed before calling it a protocol error.
+		select {
+		case <-r.conn.Done():
+			select {
+			case <-r.proc.Exited():
+			case <-time.After(ExitGrace):
+			}
+		default:
+		}
 		select {
 		case <-r.proc.Exited():
 			return CategoryProcessExit, fmt.Sprintf("%s: codex app-server exited unexpectedly%s: %v", step, r.exitText(), err)
-		default:
-		}
-	}
-	if errors.Is(err, jsonrpc.ErrClosed) {
-		// The pipe closed; the exit may still be on its way.
-		select {
-		case <-r.proc.Exited():
-		case <-time.After(ExitGrace):
-		}
-		select {
-		case <-r.proc.Exited():
-			return CategoryProcessExit, fmt.Sprintf("%s: codex app-server exited unexpectedly%s", step, r.exitText())
 		default:
 		}
 	}
@@ -308,6 +309,7 @@ func (r *run) start() bool {
 		return false
 	}
 	r.setThread(resp.Thread.ID, newUsageTracker(true, nil))
+	r.out.Resumed = false
 	if r.claimed == "" && r.p.claim(resp.Thread.ID) {
 		r.claimed = resp.Thread.ID
 	}
