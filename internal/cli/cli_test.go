@@ -24,7 +24,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 )
 
-var dshBin, fakeACPBin string
+var dshBin, fakeACPBin, fakeCodexBin string
 
 // TestMain builds the real dsh binary once: these tests drive it as a
 // user would, as a subprocess, against the fake model server.
@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 	}
 	dshBin = filepath.Join(dir, "dsh")
 	fakeACPBin = filepath.Join(dir, "dsh-fakeacp")
-	for bin, pkg := range map[string]string{dshBin: "github.com/dsh-dev/dsh/cmd/dsh", fakeACPBin: "github.com/dsh-dev/dsh/cmd/dsh-fakeacp"} {
+	fakeCodexBin = filepath.Join(dir, "dsh-fakecodex")
+	for bin, pkg := range map[string]string{
+		dshBin: "github.com/dsh-dev/dsh/cmd/dsh", fakeACPBin: "github.com/dsh-dev/dsh/cmd/dsh-fakeacp",
+		fakeCodexBin: "github.com/dsh-dev/dsh/cmd/dsh-fakecodex",
+	} {
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)

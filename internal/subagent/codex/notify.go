@@ -110,6 +110,17 @@ func (r *run) onNotification(method string, params json.RawMessage) {
 			return
 		}
 		r.itemCompleted(p.Item)
+	case "turn/started":
+		var p struct {
+			ThreadID string `json:"threadId"`
+			Turn     struct {
+				ID string `json:"id"`
+			} `json:"turn"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.ThreadID == r.threadID && p.Turn.ID != "" && (r.turnID == "" || r.turnID == p.Turn.ID) &&
+			(r.usage == nil || !r.usage.priorTurns[p.Turn.ID]) {
+			r.checkpointLocked("turn-started", map[string]any{"turnId": p.Turn.ID})
+		}
 	case "turn/completed":
 		var p struct {
 			ThreadID string `json:"threadId"`

@@ -89,18 +89,19 @@ type run struct {
 	claimed     string // thread id this run marked busy
 	interrupted bool
 
-	mu         sync.Mutex
-	sealed     bool // no observer calls once set
-	threadID   string
-	turnID     string
-	usage      *usageTracker
-	items      map[string]*item
-	messages   []*item // completed agent messages in order
-	completed  chan struct{}
-	turnDone   map[string]json.RawMessage // turn id → turn/completed params
-	lastError  string
-	rateLimits map[string]json.RawMessage
-	notes      []string
+	mu          sync.Mutex
+	sealed      bool // no observer calls once set
+	turnStarted bool // the turn-started checkpoint was emitted
+	threadID    string
+	turnID      string
+	usage       *usageTracker
+	items       map[string]*item
+	messages    []*item // completed agent messages in order
+	completed   chan struct{}
+	turnDone    map[string]json.RawMessage // turn id → turn/completed params
+	lastError   string
+	rateLimits  map[string]json.RawMessage
+	notes       []string
 }
 
 // seal ends observer and protocol callbacks and stamps the end.
@@ -118,6 +119,19 @@ func (r *run) seal() {
 func (r *run) checkpoint(name string, data map[string]any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.checkpointLocked(name, data)
+}
+
+// checkpointLocked must be called with r.mu held.
+func (r *run) checkpointLocked(name string, data map[string]any) {
+	if name == "turn-started" {
+		// Emitted by whichever comes first, the turn/start answer or the
+		// turn/started notification, so it precedes the turn's progress.
+		if r.turnStarted {
+			return
+		}
+		r.turnStarted = true
+	}
 	if r.sealed || r.obs.Checkpoint == nil {
 		return
 	}
