@@ -429,3 +429,26 @@ func TestFakeApprovalsAnsweredByMode(t *testing.T) {
 		t.Fatalf("activity %+v", out.Activity)
 	}
 }
+
+// BenchmarkDelegateFake measures one whole delegation against the fake
+// app-server: spawn, handshake, thread, turn, confirmed teardown.
+func BenchmarkDelegateFake(b *testing.B) {
+	dir := b.TempDir()
+	script := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(script, []byte(`{"turns":[{"warning":""}]}`), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	p, err := codex.New(codex.Config{Command: []string{fakeBin}, Env: oop.EnvPolicy{Set: map[string]string{
+		"CODEX_HOME": filepath.Join(dir, "home"), "DSH_FAKECODEX_SCRIPT": script,
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	work := b.TempDir()
+	for b.Loop() {
+		out := p.Delegate(context.Background(), codex.Params{Description: "b", Prompt: "p"}, codex.Caller{Cwd: work}, codex.Observer{})
+		if out.Status != codex.StatusCompleted {
+			b.Fatalf("%s %s", out.Category, out.Error)
+		}
+	}
+}
