@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/app"
@@ -119,6 +121,11 @@ func delegateCodex(ctx context.Context, args []string, stdio IO) int {
 	if p.ThreadMode == codex.ThreadSession {
 		return fail(stdio, &app.ConfigError{Err: errors.New("--thread-mode session needs a dsh session; use persistent and pass --thread-id to continue")})
 	}
+
+	// SIGINT and SIGTERM cancel the run, which then ends with a receipt
+	// (status aborted); only SIGKILL leaves an abandoned journal.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 
 	id := codex.NewJournalID()
 	p.RunID = id

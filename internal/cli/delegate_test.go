@@ -209,3 +209,35 @@ func TestDoctorReportsCodex(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
+
+func TestDelegateSIGTERMWritesAnAbortedReceipt(t *testing.T) {
+	e := codexEnv(t, `{"turns":[{"wait_for_interrupt":true}]}`)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, "delegate", "codex", "--json", "wait forever")
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var last delegateLine
+	for sc.Scan() {
+		if json.Unmarshal(sc.Bytes(), &last) != nil {
+			continue
+		}
+		if last.Checkpoint != nil && last.Checkpoint.Name == "turn-started" {
+			_ = c.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	err = c.Wait()
+	if c.ProcessState.ExitCode() != 130 || last.Receipt == nil || last.Receipt.Status != "aborted" || last.Receipt.Category != "cancelled" || !last.Receipt.Cleanup.Confirmed {
+		t.Fatalf("exit %v, last line %+v", err, last)
+	}
+	out, _, _ := e.dsh("", "delegate", "recover", "--json", last.ID)
+	if !strings.Contains(out, `"state": "finished"`) || !strings.Contains(out, `"status": "aborted"`) {
+		t.Fatalf("recover: %s", out)
+	}
+}
