@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"os/exec"
 	"regexp"
 	"time"
 
@@ -85,4 +86,33 @@ func (d acpAgentDef) apply(e *env) error {
 
 func registerACPModules(must func(compose.Module)) {
 	must(compose.Module{Name: "acp-agent", Doc: "an Agent Client Protocol agent as a subagent", Decode: decodeACPAgent})
+}
+
+// AgentStatus is one configured external agent as dsh doctor reports it.
+type AgentStatus struct {
+	// Name is the provider name (e.g. "acp:codex").
+	Name string
+	// Path is the resolved executable when found.
+	Path string
+	// Err says why the agent cannot run, with the fix where known.
+	Err error
+}
+
+// ACPAgentStatus resolves the command of every acp-agent row of comp.
+func ACPAgentStatus(comp *compose.Composition) []AgentStatus {
+	var out []AgentStatus
+	for _, en := range comp.Entries {
+		d, ok := en.Value.(acpAgentDef)
+		if !ok {
+			continue
+		}
+		st := AgentStatus{Name: "acp:" + d.Name}
+		if path, err := exec.LookPath(d.Command[0]); err != nil {
+			st.Err = fmt.Errorf("%s not found on PATH (row %s)", d.Command[0], en.ID)
+		} else {
+			st.Path = path
+		}
+		out = append(out, st)
+	}
+	return out
 }

@@ -115,8 +115,11 @@ func (d codexDef) apply(e *env) error {
 	}
 	if e.subagents != nil {
 		if _, ok := e.subagents.Provider(codex.ProviderName); !ok {
+			// A session wired concurrently may have registered it first.
 			if err := e.subagents.Register(codex.Subagent{P: p}); err != nil {
-				return err
+				if _, ok := e.subagents.Provider(codex.ProviderName); !ok {
+					return err
+				}
 			}
 		}
 	}

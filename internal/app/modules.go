@@ -308,5 +308,6 @@ func modules() *compose.Registry {
 	registerSubagentModules(must)
 	registerACPModules(must)
 	registerCodexModules(must)
+	registerClaudeModules(must)
 	return r
 }

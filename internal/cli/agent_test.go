@@ -35,8 +35,20 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 // TestCodingTaskInRepository is the scripted end-to-end coding task: in a
 // git repository with an AGENTS.md, the model reads a file, edits it,
 // runs the test command with bash, and the file on disk ends up right.
+// withoutExternalAgents disables the codex and claude-code rows, whose
+// tools appear only where those executables are installed, so that a
+// test asserting the exact tool list does not depend on the machine.
+func withoutExternalAgents(t *testing.T, e *env) {
+	writeFile(t, filepath.Join(e.home, "config.yaml"), `
+profile:
+  - {id: codex, module: codex, disabled: true}
+  - {id: claude-code, module: claude-code, disabled: true}
+`, 0o600)
+}
+
 func TestCodingTaskInRepository(t *testing.T) {
 	e := newEnv(t)
+	withoutExternalAgents(t, e)
 	repo := e.cwd
 	writeFile(t, filepath.Join(repo, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
 	writeFile(t, filepath.Join(repo, "AGENTS.md"), "Always run ./test.sh after editing.\n", 0o644)
@@ -110,6 +122,7 @@ func TestCodingTaskInRepository(t *testing.T) {
 
 func TestMinimalPresetIsKeptOnResume(t *testing.T) {
 	e := newEnv(t)
+	withoutExternalAgents(t, e)
 	e.srv.Enqueue(llmtest.Response{Text: "a"}, llmtest.Response{Text: "b"})
 	out, stderr, code := e.dsh("", "run", "--json", "--agent-preset", "minimal", "hi")
 	if code != 0 {

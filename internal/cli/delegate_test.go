@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 )
 
 // codexEnv is an env whose profile points the codex row at the fake
@@ -239,5 +242,40 @@ func TestDelegateSIGTERMWritesAnAbortedReceipt(t *testing.T) {
 	out, _, _ := e.dsh("", "delegate", "recover", "--json", last.ID)
 	if !strings.Contains(out, `"state": "finished"`) || !strings.Contains(out, `"status": "aborted"`) {
 		t.Fatalf("recover: %s", out)
+	}
+}
+
+func TestDoctorReportsACPAgents(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.home, "config.yaml"), fmt.Sprintf(`
+profile:
+  - id: acp.fake
+    module: acp-agent
+    config: {name: fake, command: [%q]}
+  - id: acp.gone
+    module: acp-agent
+    config: {name: gone, command: [no-such-agent-binary]}
+`, fakeACPBin), 0o600)
+	out, _, code := e.dsh("", "doctor")
+	if code != 0 || !strings.Contains(out, "ACP subagent ("+fakeACPBin+")") || !regexpMatch(`acp:gone\s+missing\s+ACP subagent: no-such-agent-binary not found`, out) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+func TestRunDelegatesToCodex(t *testing.T) {
+	e := codexEnv(t, `{"turns":[{"answer":"codex says done"}]}`)
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("subagent_codex", map[string]any{"description": "probe", "prompt": "do the thing", "thread_mode": "persistent"})}},
+		llmtest.Response{Text: "relayed"},
+	)
+	out, stderr, code := e.dsh("", "run", "delegate it")
+	if code != 0 || !strings.Contains(out, "relayed") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	reqs := e.srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "codex says done") || !strings.Contains(string(reqs[1].Body), "pass it as thread_id to continue") {
+		t.Fatalf("second request lacks the delegation's answer: %s", reqs[len(reqs)-1].Body)
 	}
 }

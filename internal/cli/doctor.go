@@ -84,6 +84,20 @@ func doctorCmd(_ context.Context, args []string, stdio IO) int {
 			add(check{"codex", "ok", "subagent_codex and dsh delegate codex (" + path + ")", ""})
 		}
 	}
+	if comp != nil {
+		if path, err := app.ClaudeStatus(comp); err != nil {
+			add(check{"claude", "missing", "subagent_claude: " + firstLine(err.Error()), "npm install -g @anthropic-ai/claude-code, or set command in the claude-code row"})
+		} else {
+			add(check{"claude", "ok", "subagent_claude (" + path + ")", ""})
+		}
+		for _, st := range app.ACPAgentStatus(comp) {
+			if st.Err != nil {
+				add(check{st.Name, "missing", "ACP subagent: " + st.Err.Error(), "install the agent or fix command in its acp-agent row"})
+			} else {
+				add(check{st.Name, "ok", "ACP subagent (" + st.Path + ")", ""})
+			}
+		}
+	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL\tFIX")
 	for _, c := range checks {
