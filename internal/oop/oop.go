@@ -40,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -291,4 +292,19 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 func (p *Process) Wait() (ExitInfo, error) {
 	<-p.exited
 	return p.exit, p.exitErr
+}
+
+// StderrTail returns the last n bytes of the kept stderr, trimmed, with
+// "…" in front when it was cut (never splitting a UTF-8 sequence); "" when
+// the child wrote nothing. Diagnostics quote it.
+func (p *Process) StderrTail(n int) string {
+	s := strings.TrimSpace(string(p.Stderr()))
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && s[cut]&0xC0 == 0x80 {
+		cut++
+	}
+	return "…" + s[cut:]
 }

@@ -743,12 +743,9 @@ func (r *run) Dispose() error {
 }
 
 func stderrSuffix(p *oop.Process) string {
-	s := strings.TrimSpace(string(p.Stderr()))
+	s := p.StderrTail(stderrTail)
 	if s == "" {
 		return ""
-	}
-	if len(s) > stderrTail {
-		s = "…" + s[len(s)-stderrTail:]
 	}
 	return "\nagent stderr:\n" + s
 }

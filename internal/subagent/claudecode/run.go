@@ -510,12 +510,9 @@ func (r *run) exitText() string {
 }
 
 func (r *run) stderrSuffix() string {
-	s := strings.TrimSpace(string(r.proc.Stderr()))
+	s := r.proc.StderrTail(stderrTail)
 	if s == "" {
 		return ""
-	}
-	if len(s) > stderrTail {
-		s = "…" + s[len(s)-stderrTail:]
 	}
 	return "\nclaude stderr:\n" + s
 }

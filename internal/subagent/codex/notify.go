@@ -504,12 +504,7 @@ func (r *run) teardown() {
 		}
 	default:
 	}
-	if s := strings.TrimSpace(string(r.proc.Stderr())); s != "" {
-		if len(s) > stderrTail {
-			s = "…" + s[len(s)-stderrTail:]
-		}
-		r.out.Process.Stderr = s
-	}
+	r.out.Process.Stderr = r.proc.StderrTail(stderrTail)
 	if derr != nil {
 		if r.out.Status == StatusCompleted {
 			r.out.Status = ""
