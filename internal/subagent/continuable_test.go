@@ -189,6 +189,9 @@ func TestContinuableNoticeWakesParent(t *testing.T) {
 	if _, ok := cw.requestWith("parent", "answer A"); !ok {
 		t.Fatal("the parent never saw the notice")
 	}
+	if err := cw.m.Drain(t.Context(), "parent"); err != nil {
+		t.Fatal(err)
+	}
 	checkContinuableLifecycle(t, cw.parent, 1)
 	// The descriptor comes before the prompt in the child's log.
 	events := cw.child(0).log.Events()
@@ -274,6 +277,11 @@ func TestSendRunningIdleCold(t *testing.T) {
 	}
 	if !strings.Contains(lastUser(r), "Agent parent sent a message:") {
 		t.Fatalf("message not framed: %q", lastUser(r))
+	}
+	// The notice is delivered just before subagent/end is logged, both
+	// under the manager's lock; draining waits for that lock.
+	if err := cw.m.Drain(t.Context(), "parent"); err != nil {
+		t.Fatal(err)
 	}
 	checkContinuableLifecycle(t, cw.parent, 3)
 	checkBalanced(t, cw.child(1).log.Events())
@@ -362,6 +370,9 @@ func TestInterruptKeepsQueuedInput(t *testing.T) {
 	}
 	if r, ok := cw.requestWith(id, "AGAIN"); !ok || !hasUserText(r, "QUEUED") {
 		t.Fatal("the queued message was lost")
+	}
+	if err := cw.m.Drain(t.Context(), "parent"); err != nil {
+		t.Fatal(err)
 	}
 	checkContinuableLifecycle(t, cw.parent, 2)
 }
