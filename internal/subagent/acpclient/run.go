@@ -61,10 +61,7 @@ type run struct {
 	sessionID string // set by handshake, then read-only
 	childID   string
 
-	disposeOnce sync.Once
-	disposed    chan struct{}
-	done        chan struct{}
-	res         subagent.Result // written before done is closed
+	settle *subagent.Settlement
 
 	// mu guards everything below and every call of progress: a progress
 	// line is only ever reported with mu held and ended false, and ended
@@ -89,8 +86,7 @@ func newRun(p *Provider, proc *oop.Process, perm permission.State, cwd string, p
 	r := &run{
 		p: p, proc: proc, perm: perm, cwd: cwd, progress: progress,
 		stopTimer: func() bool { return false },
-		disposed:  make(chan struct{}),
-		done:      make(chan struct{}),
+		settle:    subagent.NewSettlement(),
 		calls:     map[string]*toolCall{},
 	}
 	r.handle = oop.NewHandle(proc, nil)
@@ -144,7 +140,7 @@ type promptOutcome struct {
 }
 
 // loop drives the turn and publishes the result; it is the only writer of
-// r.res.
+// the settlement.
 func (r *run) loop(ctx context.Context, deadline <-chan time.Time, text string) {
 	defer r.stopTimer()
 	pctx, pcancel := context.WithCancel(context.Background())
@@ -164,7 +160,7 @@ func (r *run) loop(ctx context.Context, deadline <-chan time.Time, text string) 
 		exitGrace  <-chan time.Time
 		cancelWait <-chan time.Time
 		cancelled  = ctx.Done()
-		disposed   = (<-chan struct{})(r.disposed)
+		disposed   = r.settle.Disposed()
 		cause      string // why the run was cancelled; "" while it was not
 		outcome    *promptOutcome
 		failMsg    string // why the run ended without an outcome
@@ -218,8 +214,7 @@ loop:
 	}
 	r.conn.Close()
 	res.ChildID = r.childID
-	r.res = res
-	close(r.done)
+	r.settle.Publish(res)
 }
 
 // end closes the turn's bookkeeping: it reports the pending commentary,
@@ -725,20 +720,12 @@ func choose(st permission.State, opts []permOption) permOption {
 func (r *run) ChildID() string { return r.childID }
 
 // Wait blocks until the run's result is published or ctx ends.
-func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
-	select {
-	case <-r.done:
-		return r.res, nil
-	case <-ctx.Done():
-		return subagent.Result{}, ctx.Err()
-	}
-}
+func (r *run) Wait(ctx context.Context) (subagent.Result, error) { return r.settle.Wait(ctx) }
 
 // Dispose cancels the run if it is still going, waits for its result and
 // the teardown of the process group, and returns the teardown error.
 func (r *run) Dispose() error {
-	r.disposeOnce.Do(func() { close(r.disposed) })
-	<-r.done
+	r.settle.RequestDispose()
 	return r.handle.Dispose()
 }
 

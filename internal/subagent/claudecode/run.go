@@ -48,10 +48,7 @@ type run struct {
 
 	childID string // set by Start before the run is returned
 
-	disposeOnce sync.Once
-	disposed    chan struct{}
-	done        chan struct{}
-	res         subagent.Result // written before done is closed
+	settle *subagent.Settlement
 
 	mu        sync.Mutex
 	sessionID string
@@ -73,8 +70,7 @@ func newRun(p *Provider, proc *oop.Process, report func(string), sc *schema.Sche
 		sessionReady: make(chan struct{}),
 		resultReady:  make(chan struct{}),
 		readDone:     make(chan struct{}),
-		disposed:     make(chan struct{}),
-		done:         make(chan struct{}),
+		settle:       subagent.NewSettlement(),
 		tools:        map[string]string{},
 	}
 }
@@ -296,7 +292,7 @@ func (r *run) awaitSession(ctx context.Context, deadline <-chan time.Time) error
 }
 
 // loop waits for the result or a cancellation, tears the process group
-// down and publishes the result; it is the only writer of r.res.
+// down and publishes the result; it is the only publisher of the settlement.
 func (r *run) loop(ctx context.Context, deadline <-chan time.Time) {
 	defer r.stopTimer()
 	var (
@@ -304,7 +300,7 @@ func (r *run) loop(ctx context.Context, deadline <-chan time.Time) {
 		exitGrace  <-chan time.Time
 		cancelWait <-chan time.Time
 		cancelled  = ctx.Done()
-		disposed   = (<-chan struct{})(r.disposed)
+		disposed   = r.settle.Disposed()
 		cause      string // why the run was cancelled; "" while it was not
 		gotResult  bool
 	)
@@ -354,7 +350,7 @@ loop:
 		select {
 		case <-r.proc.Exited():
 		case <-t.C:
-		case <-r.disposed:
+		case <-r.settle.Disposed():
 		}
 		t.Stop()
 	}
@@ -369,9 +365,8 @@ loop:
 	res.ChildID = r.childID
 	r.mu.Lock()
 	r.published = true
-	r.res = res
 	r.mu.Unlock()
-	close(r.done)
+	r.settle.Publish(res)
 }
 
 // outcome maps what was read to the run's result; called once stdout
@@ -521,20 +516,12 @@ func (r *run) stderrSuffix() string {
 func (r *run) ChildID() string { return r.childID }
 
 // Wait blocks until the run's result is published or ctx ends.
-func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
-	select {
-	case <-r.done:
-		return r.res, nil
-	case <-ctx.Done():
-		return subagent.Result{}, ctx.Err()
-	}
-}
+func (r *run) Wait(ctx context.Context) (subagent.Result, error) { return r.settle.Wait(ctx) }
 
 // Dispose cancels the run if it is still going, waits for its result and
 // the teardown of the process group, and returns the teardown error.
 func (r *run) Dispose() error {
-	r.disposeOnce.Do(func() { close(r.disposed) })
-	<-r.done
+	r.settle.RequestDispose()
 	return r.handle.Dispose()
 }
 
