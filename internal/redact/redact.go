@@ -33,6 +33,11 @@ const MinLen = 8
 // with a marker. It is safe for concurrent use.
 type Redactor struct {
 	r *strings.Replacer
+	// forms are the replaced strings, longest first; maxLen is the
+	// longest; newlineFree says none holds a newline (what Writer needs).
+	forms       []string
+	maxLen      int
+	newlineFree bool
 }
 
 // New returns a Redactor replacing every value of at least MinLen bytes,
@@ -54,10 +59,12 @@ func New(marker string, values ...string) *Redactor {
 	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
 	forms = slices.Compact(forms)
 	pairs := make([]string, 0, 2*len(forms))
+	nl := true
 	for _, f := range forms {
 		pairs = append(pairs, f, marker)
+		nl = nl && !strings.Contains(f, "\n")
 	}
-	return &Redactor{r: strings.NewReplacer(pairs...)}
+	return &Redactor{r: strings.NewReplacer(pairs...), forms: forms, maxLen: len(forms[0]), newlineFree: nl}
 }
 
 // Redact returns s with every secret form replaced by the marker.

@@ -333,7 +333,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		argv, env = cf.Argv, append(env, cf.Env...)
 	}
 	if a.Background {
-		return startBackground(ctx, o, c, a, background{argv: argv, env: env, dir: dir, conf: conf, timeout: timeout, notes: notes})
+		return startBackground(ctx, o, c, a, background{argv: argv, env: env, secrets: secrets, dir: dir, conf: conf, timeout: timeout, notes: notes})
 	}
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
