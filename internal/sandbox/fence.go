@@ -110,7 +110,7 @@ func (p Policy) CheckWrite(path string) error {
 	if fi, err := os.Lstat(target); err == nil && fi.Mode().IsRegular() {
 		if n := hardLinks(fi); n > 1 {
 			return deny("the file has %d hard links%s, and the fence cannot tell where its other names are, so it may be a file outside the workspace; "+
-				"if this name should get its own copy, make one with bash (cp %s %s.copy && mv %s.copy %s) and write that",
+				"if this name should have its own copy, break the link with bash (cp -p %s %s.copy && mv %s.copy %s), then edit it",
 				n, moved, target, target, target, target)
 		}
 	}
