@@ -293,6 +293,7 @@ func modules() *compose.Registry {
 	must(compose.Module{Name: "spill", Doc: "spill oversized tool results to files", Decode: func(n *yaml.Node) (any, error) {
 		return compose.Decode(n, spillDef{Threshold: tool.DefaultSpillThreshold})
 	}})
+	must(compose.Module{Name: "tool-timeouts", Doc: "time limits on tool calls", Decode: decodeTimeouts})
 	must(compose.Module{Name: "runtime-context", Doc: "changing context as a logged snapshot", Decode: func(n *yaml.Node) (any, error) {
 		return compose.Decode(n, runtimeDef{Git: true})
 	}})

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -43,6 +44,22 @@ func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
 // never in read-only; danger-full-access allows everything. Unlike
 // commands, file tools get no temp dirs: add them to WritableRoots if
 // they need them.
+//
+// A regular file with more than one hard link is refused too: its other
+// names may lie outside the fence (a link planted in the workspace to a
+// file outside it), and they cannot be found cheaply. The check is on
+// the path, before the tool runs; a link planted after it cannot change
+// the outside file either, because the file tools write through a
+// temporary file and a rename (fs.WriteFileAtomic), which gives the name
+// a new inode instead of writing into the old one.
+//
+// Limit: commands are not covered by this check. Landlock and
+// bubblewrap grant access by path, not by inode, so a bash command in
+// workspace-write can still write into an outside file through a hard
+// link planted inside the workspace (hard links to files the process may
+// not write are refused by the kernel only with fs.protected_hardlinks,
+// which stops planting links to files of other users, not to the user's
+// own files).
 func (p Policy) CheckWrite(path string) error {
 	deny := func(format string, args ...any) error {
 		return &DeniedError{Path: path, Mode: p.Mode, Reason: fmt.Sprintf(format, args...)}
@@ -85,6 +102,16 @@ func (p Policy) CheckWrite(path string) error {
 			if within(target, g) {
 				return deny("git metadata %s stays read-only%s", g, moved)
 			}
+		}
+	}
+	// The other names of a hard-linked file cannot be found short of
+	// walking every filesystem, so none of them can be proven inside the
+	// fence: a planted link to an outside file is refused like the file.
+	if fi, err := os.Lstat(target); err == nil && fi.Mode().IsRegular() {
+		if n := hardLinks(fi); n > 1 {
+			return deny("the file has %d hard links%s, and the fence cannot tell where its other names are, so it may be a file outside the workspace; "+
+				"if this name should have its own copy, break the link with bash (cp -p %s %s.copy && mv %s.copy %s), then edit it",
+				n, moved, target, target, target, target)
 		}
 	}
 	return nil

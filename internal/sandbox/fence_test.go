@@ -40,6 +40,20 @@ func TestCheckWrite(t *testing.T) {
 		}
 	}
 
+	// Hard links: a name planted in the workspace for an outside file,
+	// and a file with two names both inside (also refused: the fence
+	// cannot know where the other names are).
+	mustWrite(t, filepath.Join(outside, "secret"), "s")
+	mustWrite(t, filepath.Join(ws, "own"), "o")
+	for from, to := range map[string]string{filepath.Join(outside, "secret"): "planted", filepath.Join(ws, "own"): "own2"} {
+		if err := os.Link(from, filepath.Join(ws, to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("planted", filepath.Join(ws, "to-planted")); err != nil {
+		t.Fatal(err)
+	}
+
 	wsw := Policy{Mode: WorkspaceWrite, Workspace: ws, WritableRoots: []string{extra}}
 	tests := []struct {
 		name   string
@@ -79,6 +93,11 @@ func TestCheckWrite(t *testing.T) {
 		{"read-only temp", Policy{Mode: ReadOnly, Workspace: ws}, filepath.Join(os.TempDir(), "x"), false, "read-only"},
 		{"danger anywhere", Policy{Mode: DangerFullAccess}, "/etc/passwd", true, ""},
 		{"danger .git", Policy{Mode: DangerFullAccess, Workspace: ws}, ".git/config", true, ""},
+		{"hard link to an outside file", wsw, "planted", false, "the file has 2 hard links"},
+		{"hard link inside", wsw, "own2", false, "cannot tell where its other names are"},
+		{"symlink to a hard link", wsw, "to-planted", false, "hard links (it resolves to " + filepath.Join(ws, "planted") + ")"},
+		{"single-link file", wsw, "README", true, ""},
+		{"danger hard link", Policy{Mode: DangerFullAccess, Workspace: ws}, "planted", true, ""},
 		{"unknown mode", Policy{Mode: "yolo", Workspace: ws}, "a.txt", false, "unknown sandbox mode"},
 		{"relative workspace", Policy{Mode: WorkspaceWrite, Workspace: "ws"}, "a.txt", false, "absolute workspace"},
 	}

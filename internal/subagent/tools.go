@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dsh-dev/dsh/internal/jobs"
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -71,7 +72,17 @@ type ToolOptions struct {
 	// background job of kind "subagent" owned by the calling session, and
 	// its answer arrives as the job's completion notice.
 	Jobs *jobs.Registry
+	// Timeout is the tool pipeline's limit on one call (its
+	// Definition.Timeout); 0 means ForegroundTimeout. A foreground call
+	// waits for the whole child run, far longer than the pipeline's
+	// default; the child is aborted when the limit passes.
+	Timeout time.Duration
 }
+
+// ForegroundTimeout is the default limit on one foreground delegation
+// call: long enough for a substantial child run, short enough that a
+// wedged child cannot hold the turn for ever.
+const ForegroundTimeout = 2 * time.Hour
 
 // NewTool returns a foreground delegation tool: each call starts a
 // one-shot child, waits for it and returns its answer (and structured
@@ -128,11 +139,15 @@ func NewTool(o ToolOptions) (tool.Definition, error) {
 		return modelSelectionBlock.FindStringSubmatch(m)[1]
 	})
 	t := &delegateTool{o: o}
+	if o.Timeout <= 0 {
+		o.Timeout = ForegroundTimeout
+	}
 	return tool.Definition{
 		Name:            o.Name,
 		Description:     strings.TrimSpace(desc),
 		Parameters:      delegateParameters(promptDesc, o.ModelSelection, o.Jobs != nil),
 		ConcurrencySafe: func(json.RawMessage) bool { return true },
+		Timeout:         o.Timeout,
 		Execute:         t.execute,
 	}, nil
 }

@@ -26,6 +26,13 @@ const (
 	CodePersistenceFailed = "PERSISTENCE_FAILED"
 )
 
+// DefaultTimeout is the time limit of a call to a tool whose
+// Definition.Timeout is zero, unless Pipeline.SetDefaultTimeout changed
+// it. Every call runs under a limit, so no tool can hang a turn for ever;
+// two minutes is far beyond any file or search operation, and tools that
+// legitimately run longer (bash, delegations, waits) declare their own.
+const DefaultTimeout = 2 * time.Minute
+
 // defaultAbandonGrace is how long the pipeline keeps waiting for a body
 // after its context ended (timeout or caller cancel). Well-behaved bodies
 // return quickly with whatever partial result they have (the bash tool
@@ -43,7 +50,7 @@ const (
 	maxListedTools = 50
 )
 
-// errTimeout is the cancellation cause of the Definition.Timeout context,
+// errTimeout is the cancellation cause of the time-limit context,
 // used to tell a per-tool timeout from a caller cancel.
 var errTimeout = errors.New("tool timeout")
 
@@ -57,6 +64,10 @@ type chain struct {
 	post      []PostExecute
 	observers []Observer
 	approver  Approver
+	// defaultTimeout replaces DefaultTimeout when positive; timeouts
+	// override Definition.Timeout per tool name.
+	defaultTimeout time.Duration
+	timeouts       map[string]time.Duration
 }
 
 // Pipeline runs tool calls through policy, dispatch and post-processing.
@@ -98,10 +109,52 @@ func (p *Pipeline) UseGuard(g Guard) {
 }
 
 // UseExecute appends a tools/execute wrapper; the first registered is the
-// outermost. The built-in Definition.Timeout enforcement sits inside all
-// of them, so wrappers observe timeouts as results.
+// outermost. The built-in time limit (see callBody) sits inside all of
+// them, so wrappers observe timeouts as results.
 func (p *Pipeline) UseExecute(w ExecuteWrapper) {
 	p.update(func(c *chain) { c.exec = append(slices.Clip(c.exec), w) })
+}
+
+// SetDefaultTimeout sets the limit of calls to tools whose
+// Definition.Timeout is zero; d <= 0 restores DefaultTimeout.
+func (p *Pipeline) SetDefaultTimeout(d time.Duration) {
+	p.update(func(c *chain) { c.defaultTimeout = max(d, 0) })
+}
+
+// SetToolTimeout overrides the limit of the named tool (its
+// Definition.Timeout), for configuration; d <= 0 removes the override.
+func (p *Pipeline) SetToolTimeout(name string, d time.Duration) {
+	p.update(func(c *chain) {
+		m := make(map[string]time.Duration, len(c.timeouts)+1)
+		for k, v := range c.timeouts {
+			m[k] = v
+		}
+		if d > 0 {
+			m[name] = d
+		} else {
+			delete(m, name)
+		}
+		c.timeouts = m
+	})
+}
+
+// Timeout returns the limit a call to def runs under: an override set
+// with SetToolTimeout, else def.Timeout, else the default.
+func (p *Pipeline) Timeout(def *Definition) time.Duration {
+	return p.cur.Load().limit(def)
+}
+
+func (c *chain) limit(def *Definition) time.Duration {
+	if d, ok := c.timeouts[def.Name]; ok {
+		return d
+	}
+	if def.Timeout > 0 {
+		return def.Timeout
+	}
+	if c.defaultTimeout > 0 {
+		return c.defaultTimeout
+	}
+	return DefaultTimeout
 }
 
 // UsePostExecute appends tools/post-execute middleware, run in
@@ -321,7 +374,7 @@ func approve(ctx context.Context, a Approver, c *Call, d Decision) (Result, bool
 // ProjectContent applies to.
 func (p *Pipeline) execute(ctx context.Context, ch *chain, def *Definition, c *Call) (res Result, fromBody bool) {
 	next := func(ctx context.Context) (Result, error) {
-		o := p.callBody(ctx, def, c)
+		o := p.callBody(ctx, ch.limit(def), def, c)
 		fromBody = o.returned
 		return o.r, o.err
 	}
@@ -354,19 +407,16 @@ type bodyOut struct {
 	returned bool
 }
 
-// callBody runs the body under Definition.Timeout. A body whose context
-// cannot end runs inline (the cheap path); otherwise it runs on its own
-// goroutine so that a body ignoring its context can be abandoned.
-func (p *Pipeline) callBody(ctx context.Context, def *Definition, c *Call) bodyOut {
-	bctx := ctx
-	if def.Timeout > 0 {
-		var cancel context.CancelFunc
-		bctx, cancel = context.WithTimeoutCause(ctx, def.Timeout, errTimeout)
-		defer cancel()
-	}
-	if bctx.Done() == nil {
-		return safeBody(bctx, def, c)
-	}
+// callBody runs the body under limit, on its own goroutine so that a
+// body ignoring its context can be abandoned: when the limit passes (or
+// the caller cancels) the body's context ends and the body gets
+// abandonGrace to return what it has; after that the call ends with
+// TOOL_TIMEOUT (or TOOL_ABORTED) all the same. An abandoned body keeps
+// running until it returns by itself, and whatever it then returns is
+// discarded: nothing reads its buffered channel.
+func (p *Pipeline) callBody(ctx context.Context, limit time.Duration, def *Definition, c *Call) bodyOut {
+	bctx, cancel := context.WithTimeoutCause(ctx, limit, errTimeout)
+	defer cancel()
 	done := make(chan bodyOut, 1) // buffered: an abandoned body must not block forever
 	go func() { done <- safeBody(bctx, def, c) }()
 	var o bodyOut
@@ -378,7 +428,7 @@ func (p *Pipeline) callBody(ctx context.Context, def *Definition, c *Call) bodyO
 		case o = <-done:
 			t.Stop()
 		case <-t.C:
-			return bodyOut{r: Failure(interruptError(def, bctx))}
+			return bodyOut{r: Failure(interruptError(def, limit, bctx))}
 		}
 	}
 	if !o.returned {
@@ -389,7 +439,7 @@ func (p *Pipeline) callBody(ctx context.Context, def *Definition, c *Call) bodyO
 	// Go error then is almost always ctx.Err() and is replaced by the
 	// canonical timeout or abort result.
 	if o.err != nil && bctx.Err() != nil && !isInterruptError(o.err) {
-		return bodyOut{r: Failure(interruptError(def, bctx))}
+		return bodyOut{r: Failure(interruptError(def, limit, bctx))}
 	}
 	return o
 }
@@ -405,9 +455,9 @@ func safeBody(ctx context.Context, def *Definition, c *Call) (o bodyOut) {
 	return bodyOut{r: r, err: err, returned: true}
 }
 
-func interruptError(def *Definition, bctx context.Context) *Error {
-	if def.Timeout > 0 && context.Cause(bctx) == errTimeout {
-		return Errorf(CodeTimeout, "tool %s timed out after %s", def.Name, def.Timeout)
+func interruptError(def *Definition, limit time.Duration, bctx context.Context) *Error {
+	if context.Cause(bctx) == errTimeout {
+		return Errorf(CodeTimeout, "tool %s timed out after %s", def.Name, limit)
 	}
 	return abortedError()
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -190,57 +191,118 @@ func TestTimeoutAndCancel(t *testing.T) {
 		wantCode  string
 		wantText  string
 		wantCause error
+		wantTook  time.Duration // on the bubble's fake clock
 	}{
-		{"timeout", 20 * time.Millisecond, false, returnsCtxErr, CodeTimeout, "Error: tool echo timed out after 20ms", errTimeout},
-		{"timeout keeps a returned result", 20 * time.Millisecond, false, returnsResult, "", "partial", errTimeout},
-		{"timeout keeps the body's own timeout error", 20 * time.Millisecond, false, returnsOwnCode, CodeTimeout, "Error: my own timeout", errTimeout},
-		{"timeout abandons a stuck body", 20 * time.Millisecond, false, ignoresContext, CodeTimeout, "timed out after 20ms", nil},
-		{"caller cancel", 0, true, returnsCtxErr, CodeAborted, "Error: tool call cancelled", context.Canceled},
-		{"caller cancel keeps a returned result", 0, true, returnsResult, "", "partial", context.Canceled},
-		{"caller cancel abandons a stuck body", 0, true, ignoresContext, CodeAborted, "tool call cancelled", nil},
-		{"caller cancel with a tool timeout set", time.Hour, true, returnsCtxErr, CodeAborted, "tool call cancelled", context.Canceled},
+		{"timeout", 20 * time.Millisecond, false, returnsCtxErr, CodeTimeout, "Error: tool echo timed out after 20ms", errTimeout, 20 * time.Millisecond},
+		{"timeout keeps a returned result", 20 * time.Millisecond, false, returnsResult, "", "partial", errTimeout, 20 * time.Millisecond},
+		{"timeout keeps the body's own timeout error", 20 * time.Millisecond, false, returnsOwnCode, CodeTimeout, "Error: my own timeout", errTimeout, 20 * time.Millisecond},
+		{"timeout abandons a stuck body", 20 * time.Millisecond, false, ignoresContext, CodeTimeout, "timed out after 20ms", nil, 20*time.Millisecond + defaultAbandonGrace},
+		{"default limit abandons a stuck body", 0, false, ignoresContext, CodeTimeout, "timed out after 2m0s", nil, DefaultTimeout + defaultAbandonGrace},
+		{"caller cancel", 0, true, returnsCtxErr, CodeAborted, "Error: tool call cancelled", context.Canceled, 0},
+		{"caller cancel keeps a returned result", 0, true, returnsResult, "", "partial", context.Canceled, 0},
+		{"caller cancel abandons a stuck body", 0, true, ignoresContext, CodeAborted, "tool call cancelled", nil, defaultAbandonGrace},
+		{"caller cancel with a tool timeout set", time.Hour, true, returnsCtxErr, CodeAborted, "tool call cancelled", context.Canceled, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			release := make(chan struct{})
-			defer close(release)
-			started := make(chan struct{})
-			causes := make(chan error, 1)
-			e := newEnv(t, func(d *Definition) { d.Timeout = tt.timeout })
-			e.p.abandonGrace = 10 * time.Millisecond
-			if tt.kind != ignoresContext {
-				e.p.abandonGrace = time.Minute // never reached: the body returns
-			}
-			e.body = func(ctx context.Context, c *Call) (Result, error) {
-				close(started)
-				if tt.kind == ignoresContext {
-					<-release
-					return Text("too late"), nil
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				late := make(chan struct{})
+				defer func() {
+					// Let an abandoned body return; its late result must
+					// reach nobody.
+					close(release)
+					if tt.kind == ignoresContext {
+						<-late
+					}
+				}()
+				started := make(chan struct{})
+				causes := make(chan error, 1)
+				e := newEnv(t, func(d *Definition) { d.Timeout = tt.timeout })
+				var seen []Result
+				e.p.Observe(func(c *Call, r Result) { seen = append(seen, r) })
+				e.body = func(ctx context.Context, c *Call) (Result, error) {
+					close(started)
+					if tt.kind == ignoresContext {
+						defer close(late)
+						<-release
+						return Text("too late"), nil
+					}
+					<-ctx.Done()
+					causes <- context.Cause(ctx)
+					switch tt.kind {
+					case returnsResult:
+						return Text("partial"), nil
+					case returnsOwnCode:
+						return Result{}, Errorf(CodeTimeout, "my own timeout")
+					}
+					return Result{}, ctx.Err()
 				}
-				<-ctx.Done()
-				causes <- context.Cause(ctx)
-				switch tt.kind {
-				case returnsResult:
-					return Text("partial"), nil
-				case returnsOwnCode:
-					return Result{}, Errorf(CodeTimeout, "my own timeout")
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if tt.cancel {
+					go func() { <-started; cancel() }()
 				}
-				return Result{}, ctx.Err()
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tt.cancel {
-				go func() { <-started; cancel() }()
-			}
-			r := e.p.Run(ctx, &Call{Name: "echo"})
-			if code(r) != tt.wantCode || !strings.Contains(textOf(r), tt.wantText) {
-				t.Fatalf("got code %q %q; want %q containing %q", code(r), textOf(r), tt.wantCode, tt.wantText)
-			}
-			if tt.wantCause != nil {
-				if got := <-causes; !errors.Is(got, tt.wantCause) {
-					t.Fatalf("body ctx cause = %v, want %v", got, tt.wantCause)
+				t0 := time.Now()
+				r := e.p.Run(ctx, &Call{Name: "echo"})
+				if took := time.Since(t0); took != tt.wantTook {
+					t.Errorf("the call took %v, want %v", took, tt.wantTook)
 				}
-			}
+				if code(r) != tt.wantCode || !strings.Contains(textOf(r), tt.wantText) {
+					t.Fatalf("got code %q %q; want %q containing %q", code(r), textOf(r), tt.wantCode, tt.wantText)
+				}
+				if tt.wantCause != nil {
+					if got := <-causes; !errors.Is(got, tt.wantCause) {
+						t.Fatalf("body ctx cause = %v, want %v", got, tt.wantCause)
+					}
+				}
+				if len(seen) != 1 || code(seen[0]) != tt.wantCode {
+					t.Fatalf("observers saw %+v", seen)
+				}
+			})
+		})
+	}
+}
+
+// TestTimeoutLimits: every tool runs under a limit, taken from a
+// SetToolTimeout override, else Definition.Timeout, else the pipeline's
+// default.
+func TestTimeoutLimits(t *testing.T) {
+	stuck := func(ctx context.Context, c *Call) (Result, error) {
+		<-ctx.Done()
+		return Result{}, ctx.Err()
+	}
+	tests := []struct {
+		name  string
+		def   time.Duration
+		setup func(p *Pipeline)
+		want  time.Duration
+	}{
+		{"default", 0, nil, DefaultTimeout},
+		{"declared", 7 * time.Minute, nil, 7 * time.Minute},
+		{"pipeline default", 0, func(p *Pipeline) { p.SetDefaultTimeout(30 * time.Second) }, 30 * time.Second},
+		{"declared beats pipeline default", 7 * time.Minute, func(p *Pipeline) { p.SetDefaultTimeout(30 * time.Second) }, 7 * time.Minute},
+		{"reset default", 0, func(p *Pipeline) { p.SetDefaultTimeout(time.Second); p.SetDefaultTimeout(0) }, DefaultTimeout},
+		{"override", 7 * time.Minute, func(p *Pipeline) { p.SetToolTimeout("echo", 3*time.Second) }, 3 * time.Second},
+		{"override of another tool", 0, func(p *Pipeline) { p.SetToolTimeout("other", 3*time.Second) }, DefaultTimeout},
+		{"removed override", 0, func(p *Pipeline) { p.SetToolTimeout("echo", 3*time.Second); p.SetToolTimeout("echo", 0) }, DefaultTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, func(d *Definition) { d.Timeout = tt.def; d.Execute = stuck })
+				if tt.setup != nil {
+					tt.setup(e.p)
+				}
+				if got := e.p.Timeout(&e.def); got != tt.want {
+					t.Errorf("Timeout = %v, want %v", got, tt.want)
+				}
+				t0 := time.Now()
+				r := e.p.Run(context.Background(), &Call{Name: "echo"})
+				if took := time.Since(t0); took != tt.want || code(r) != CodeTimeout || !strings.Contains(textOf(r), "timed out after "+tt.want.String()) {
+					t.Fatalf("after %v: %q %q, want TOOL_TIMEOUT after %v", took, code(r), textOf(r), tt.want)
+				}
+			})
 		})
 	}
 }

@@ -41,7 +41,11 @@ type Definition struct {
 	// ConcurrencySafe reports whether a call with these arguments may
 	// overlap other concurrency-safe calls. Nil means never.
 	ConcurrencySafe func(args json.RawMessage) bool
-	// Timeout bounds the body; zero means no per-tool timeout.
+	// Timeout bounds the body: when it passes, the body's context ends
+	// and the call ends with TOOL_TIMEOUT, even if the body ignores its
+	// context. Zero means the pipeline's default (DefaultTimeout); a tool
+	// with its own, longer limit (bash's timeout_ms, a delegation, a
+	// wait) declares one above it. Pipeline.SetToolTimeout overrides it.
 	Timeout time.Duration
 	// Execute runs the body. A returned error becomes an isError result;
 	// an *Error keeps its code.

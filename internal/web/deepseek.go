@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
+	"github.com/dsh-dev/dsh/internal/redact"
 )
 
 // DeepSeekProviderID is the id the DeepSeek search provider registers
@@ -241,10 +242,7 @@ func (s *DeepSeekSearch) requestBody(req SearchRequest) messagesRequest {
 // fail builds a provider error whose message can never carry the key:
 // some gateways echo credentials back in their error text.
 func (s *DeepSeekSearch) fail(format string, args ...any) *Error {
-	msg := fmt.Sprintf(format, args...)
-	if s.o.APIKey != "" {
-		msg = strings.ReplaceAll(msg, s.o.APIKey, "[redacted]")
-	}
+	msg := redact.String(fmt.Sprintf(format, args...), "[redacted]", s.o.APIKey)
 	return &Error{Code: CodeProviderError, Message: "DeepSeek search: " + msg}
 }
 

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/redact"
 )
 
 // MaxErrorMessage bounds the provider text copied into a Failure, so a
@@ -30,7 +31,9 @@ const MaxRetryAfterMs = 24 * 60 * 60 * 1000
 type Failer struct {
 	// Provider prefixes every message; empty adds no prefix.
 	Provider string
-	// APIKey is replaced by "[redacted]" wherever it appears.
+	// APIKey is replaced by "[redacted]" wherever it appears, in the
+	// forms package redact knows; a key shorter than redact.MinLen (a
+	// test key) is left alone.
 	APIKey string
 }
 
@@ -42,9 +45,7 @@ func (f Failer) Fail(code llm.Code, msg string) *llm.Failure {
 // Text prefixes the provider and redacts the API key, which some providers
 // echo back in authentication errors.
 func (f Failer) Text(msg string) string {
-	if f.APIKey != "" {
-		msg = strings.ReplaceAll(msg, f.APIKey, "[redacted]")
-	}
+	msg = redact.String(msg, "[redacted]", f.APIKey)
 	if f.Provider != "" {
 		msg = f.Provider + ": " + msg
 	}

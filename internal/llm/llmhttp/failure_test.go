@@ -21,8 +21,11 @@ func TestFailerText(t *testing.T) {
 	}{
 		{Failer{}, "boom", "boom"},
 		{Failer{Provider: "deepseek"}, "boom", "deepseek: boom"},
-		{Failer{Provider: "p", APIKey: "sk-1"}, "bad key sk-1, really sk-1", "p: bad key [redacted], really [redacted]"},
-		{Failer{APIKey: "sk-1"}, "no key here", "no key here"},
+		{Failer{Provider: "p", APIKey: "sk-test-1"}, "bad key sk-test-1, really sk-test-1", "p: bad key [redacted], really [redacted]"},
+		{Failer{APIKey: "sk-test-1"}, "no key here", "no key here"},
+		// A key too short to be a real one does not mangle the text.
+		{Failer{Provider: "p", APIKey: "x"}, "the request exceeds the limit", "p: the request exceeds the limit"},
+		{Failer{APIKey: "sk-test-1"}, "echoed c2stdGVzdC0x", "echoed [redacted]"},
 	}
 	for _, tt := range tests {
 		if got := tt.f.Text(tt.msg); got != tt.want {
@@ -35,7 +38,7 @@ func TestFailerText(t *testing.T) {
 }
 
 func TestFailerTransport(t *testing.T) {
-	fl := Failer{Provider: "p", APIKey: "sk-1"}
+	fl := Failer{Provider: "p", APIKey: "sk-test-1"}
 	cancelled, cancel := context.WithCancelCause(t.Context())
 	cancel(errors.New("user pressed Esc"))
 	fired := NewWatchdog(time.Nanosecond, func() {})
@@ -55,7 +58,7 @@ func TestFailerTransport(t *testing.T) {
 		{"caller cancelled wins over the watchdog", cancelled, fired, context.Canceled, llm.CodeAborted, "p: request cancelled: user pressed Esc"},
 		{"watchdog", t.Context(), fired, context.Canceled, llm.CodeTimeout, "p: no data from the provider for 1ns"},
 		{"deadline", t.Context(), idle, fmt.Errorf("dial: %w", context.DeadlineExceeded), llm.CodeTimeout, "p: dial: context deadline exceeded"},
-		{"other", t.Context(), idle, errors.New("connection reset, key sk-1"), llm.CodeTransport, "p: connection reset, key [redacted]"},
+		{"other", t.Context(), idle, errors.New("connection reset, key sk-test-1"), llm.CodeTransport, "p: connection reset, key [redacted]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,7 +91,7 @@ func TestFailerHTTPError(t *testing.T) {
 		},
 		{
 			name: "key redacted", status: 401,
-			body: `{"error":{"message":"Incorrect API key provided: sk-1"}}`,
+			body: `{"error":{"message":"Incorrect API key provided: sk-test-1"}}`,
 			want: llm.Failure{Code: llm.CodeAuth, Message: "p: Incorrect API key provided: [redacted]", Status: 401},
 		},
 		{name: "top-level message", status: 404, body: `{"message":"no route"}`, want: llm.Failure{Code: llm.CodeInvalidRequest, Message: "p: no route", Status: 404}},
@@ -105,7 +108,7 @@ func TestFailerHTTPError(t *testing.T) {
 			for k, v := range tt.header {
 				resp.Header.Set(k, v)
 			}
-			if got := (Failer{Provider: "p", APIKey: "sk-1"}).HTTPError(resp); *got != tt.want {
+			if got := (Failer{Provider: "p", APIKey: "sk-test-1"}).HTTPError(resp); *got != tt.want {
 				t.Errorf("failure = %+v\nwant      %+v", *got, tt.want)
 			}
 		})

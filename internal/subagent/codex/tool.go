@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/jobs"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
 )
@@ -54,7 +55,10 @@ func NewTool(o ToolOptions) (tool.Definition, error) {
 		Description:     toolDescription(o.Provider.cfg.ModelSelection),
 		Parameters:      toolParameters(o.Provider.cfg.ModelSelection, o.Jobs != nil),
 		ConcurrencySafe: func(json.RawMessage) bool { return true },
-		Execute:         t.execute,
+		// The pipeline's limit stays above the run's own deadline, which
+		// reports better (a timeout_ms beyond it is cut at it).
+		Timeout: max(subagent.ForegroundTimeout, o.Provider.cfg.Timeout+time.Minute),
+		Execute: t.execute,
 	}, nil
 }
 

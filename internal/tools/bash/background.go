@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/internal/jobs"
+	"github.com/dsh-dev/dsh/internal/redact"
 	"github.com/dsh-dev/dsh/internal/subprocess"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
@@ -73,10 +74,12 @@ func docSection(doc, name string, keep bool) string {
 // background is a command ready to start as a job.
 type background struct {
 	argv, env []string
-	dir       string
-	conf      *Confinement
-	timeout   time.Duration // 0: none
-	notes     []string
+	// secrets are the values scrubbed from env, redacted from the output.
+	secrets []string
+	dir     string
+	conf    *Confinement
+	timeout time.Duration // 0: none
+	notes   []string
 }
 
 // startMeta is the logged side of a started background job.
@@ -146,7 +149,10 @@ func (b background) run(ctx context.Context, o Options, out io.Writer) (jobs.Out
 	// The tail is what the sandbox's denial check looks at, as the
 	// foreground's bounded output is.
 	tail := &tailBuffer{limit: o.OutputLimit}
-	w := io.MultiWriter(out, tail)
+	// The job's output is read while it runs (job_output), so it is
+	// redacted as a stream, as the foreground result is as a whole.
+	red := redact.NewWriter(out, redact.New(redactedMarker, b.secrets...))
+	w := io.MultiWriter(red, tail)
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -176,6 +182,7 @@ func (b background) run(ctx context.Context, o Options, out io.Writer) (jobs.Out
 	// What the wrapper itself printed before the redirect (normally
 	// nothing: a failure to exec the confined command comes later).
 	_, _ = w.Write(res.Output)
+	_ = red.Flush()
 
 	outcome := jobs.Exited(res.ExitCode)
 	var marker string

@@ -372,3 +372,31 @@ func TestBackgroundRealSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestBackgroundRedactsSecrets: a background job's output is redacted as
+// it streams, including a secret printed in two pieces and an encoded
+// one, while the job is still running.
+func TestBackgroundRedactsSecrets(t *testing.T) {
+	const secret = "sk-test-0123456789abcdef"
+	t.Setenv("DSH_TEST_API_KEY", secret)
+	r := newJobs(t, jobs.Options{})
+	h := newHarness(t, Options{Jobs: r})
+	g := newGate(t)
+	j := startJob(t, h, r, map[string]any{
+		"command": `printf '%s' 'sk-test-0123'; printf '456789abcdef\n'; printf %s '` + secret + `' | base64; echo ready; ` +
+			`read x < ` + g.path + `; echo "after ` + secret + `"`,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), exitWait)
+	defer cancel()
+	want := "[redacted secret]\n[redacted secret]\nready\n"
+	if _, err := r.WaitOutput(ctx, j.ID, int64(len(want)-1)); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _, _ := r.Output(j.ID, 0); string(out) != want {
+		t.Fatalf("output while running: %q, want %q", out, want)
+	}
+	g.open(t)
+	if _, out := waitJob(t, r, j.ID); out != want+"after [redacted secret]\n" {
+		t.Fatalf("final output %q", out)
+	}
+}

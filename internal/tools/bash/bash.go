@@ -101,9 +101,15 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// pipelineBackstop is how far above MaxTimeout the pipeline's limit on a
+// bash call lies: room for the kill grace and the output collection after
+// the tool's own timeout, so that the pipeline ends a call only when the
+// tool failed to.
+const pipelineBackstop = time.Minute
+
 // New returns the bash tool definition. It enforces its own per-call
-// timeout (from timeout_ms), so Definition.Timeout is left zero: a
-// pipeline timeout would fire without the partial output. It is never
+// timeout (from timeout_ms), which keeps the partial output, so its
+// Definition.Timeout is only a backstop above MaxTimeout. It is never
 // concurrency-safe: commands mutate the workspace.
 func New(opts Options) tool.Definition {
 	opts = opts.withDefaults()
@@ -111,6 +117,7 @@ func New(opts Options) tool.Definition {
 		Name:        Name,
 		Description: describe(opts),
 		Parameters:  parameters(opts),
+		Timeout:     opts.MaxTimeout + pipelineBackstop,
 		Execute: func(ctx context.Context, c *tool.Call) (tool.Result, error) {
 			return execute(ctx, opts, c)
 		},
@@ -326,7 +333,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		argv, env = cf.Argv, append(env, cf.Env...)
 	}
 	if a.Background {
-		return startBackground(ctx, o, c, a, background{argv: argv, env: env, dir: dir, conf: conf, timeout: timeout, notes: notes})
+		return startBackground(ctx, o, c, a, background{argv: argv, env: env, secrets: secrets, dir: dir, conf: conf, timeout: timeout, notes: notes})
 	}
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
@@ -345,7 +352,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	}
 
 	var text strings.Builder
-	body := redact(strings.TrimRight(strings.ToValidUTF8(string(out.Output), "\uFFFD"), "\n"), secrets)
+	body := redactSecrets(strings.TrimRight(strings.ToValidUTF8(string(out.Output), "\uFFFD"), "\n"), secrets)
 	if body == "" {
 		body = "(no output)"
 	}

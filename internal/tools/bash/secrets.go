@@ -3,8 +3,9 @@ package bash
 import (
 	"os"
 	"slices"
-	"sort"
 	"strings"
+
+	"github.com/dsh-dev/dsh/internal/redact"
 )
 
 // secretMarkers are the name fragments that make an environment variable
@@ -34,31 +35,29 @@ func isSecretName(name string) bool {
 
 // scrubbedEnv is the process environment without secret variables
 // (except those passed through on purpose), plus the secret values that
-// were removed, longest first, for redacting output.
+// were removed. Values shorter than redact.MinLen are not returned: they
+// are not worth redacting and would mangle unrelated output.
 func scrubbedEnv(passthrough []string) (env []string, secrets []string) {
 	for _, kv := range os.Environ() {
 		name, value, _ := strings.Cut(kv, "=")
 		if isSecretName(name) && !slices.Contains(passthrough, name) {
-			// Short values (flags like "1") would redact too much.
-			if len(value) >= 8 {
+			if len(value) >= redact.MinLen {
 				secrets = append(secrets, value)
 			}
 			continue
 		}
 		env = append(env, kv)
 	}
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
 	return env, secrets
 }
 
-// redact replaces every secret value in s: a command can still read a
-// secret some other way (a file, /proc of another process), and whatever
-// reaches the result is logged.
-func redact(s string, secrets []string) string {
-	for _, v := range secrets {
-		if strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, "[redacted secret]")
-		}
-	}
-	return s
+// redactedMarker replaces a secret in command output.
+const redactedMarker = "[redacted secret]"
+
+// redactSecrets replaces every secret value in s, and its common
+// encodings (see package redact): a command can still read a secret some
+// other way (a file, /proc of another process), and whatever reaches the
+// result is logged and sent to the model.
+func redactSecrets(s string, secrets []string) string {
+	return redact.String(s, redactedMarker, secrets...)
 }

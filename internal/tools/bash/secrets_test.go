@@ -41,3 +41,32 @@ func TestSecretsStayOutOfResults(t *testing.T) {
 		t.Errorf("passthrough variable missing: %s", r.Content[0].Text)
 	}
 }
+
+// TestTransformedSecretsRedacted: a command that prints a secret base64-
+// or hex-encoded, reversed or URL-encoded gets it redacted too, and a
+// secret too short to redact (a one-character test key) leaves unrelated
+// output alone.
+func TestTransformedSecretsRedacted(t *testing.T) {
+	const secret = "sk-test-0123456789abcdef"
+	t.Setenv("DSH_TEST_API_KEY", secret)
+	t.Setenv("DSH_TEST_PASSWORD", "p@ss/word+1")
+	t.Setenv("DSH_TEST_TINY_KEY", "x")
+	h := newHarness(t, Options{})
+	for _, cmd := range []string{
+		`printf %s '` + secret + `' | base64`,
+		`printf 'KEY=%s\n' '` + secret + `' | base64`,
+		`printf 'DSH_TEST_API_KEY=%s' '` + secret + `' | base64 -w0 | tr '+/' '-_'`,
+		`printf %s '` + secret + `' | od -An -tx1 | tr -d ' \n'`,
+		`printf %s '` + secret + `' | rev`,
+		`printf %s 'p%40ss%2Fword%2B1'`, // DSH_TEST_PASSWORD URL-encoded
+	} {
+		out := h.run(t.Context(), t, map[string]any{"command": cmd}).Content[0].Text
+		if !strings.Contains(out, "[redacted secret]") {
+			t.Errorf("%s: secret not redacted:\n%s", cmd, out)
+		}
+	}
+	out := h.run(t.Context(), t, map[string]any{"command": `echo "the output exceeds x lines"`}).Content[0].Text
+	if !strings.Contains(out, "the output exceeds x lines") {
+		t.Errorf("a one-character secret mangled the output:\n%s", out)
+	}
+}

@@ -16,8 +16,16 @@ const keptModeBits = iofs.ModePerm | iofs.ModeSetuid | iofs.ModeSetgid | iofs.Mo
 // directory and a rename, so that nobody ever sees a half-written file and
 // a failed write leaves the old content alone. Missing parent directories
 // are created. An existing file keeps its mode bits; a new one gets perm.
-// When path is a symlink its target is written and the link stays. It
-// returns the stat of the written file and whether the file was created.
+// When path is a symlink its target is written and the link stays. An
+// existing path that is not a regular file is refused (IS_DIRECTORY,
+// NOT_REGULAR_FILE). It returns the stat of the written file and whether
+// the file was created.
+//
+// The rename gives the name a new inode and never writes into the old
+// one, so a write through a name that is a hard link leaves the file's
+// other names (possibly outside the workspace) with the old content: the
+// old inode cannot be modified through this function even if a link is
+// planted after the sandbox fence checked the path.
 func WriteFileAtomic(path string, data []byte, perm iofs.FileMode) (fi iofs.FileInfo, created bool, err error) {
 	target := path
 	if li, err := os.Lstat(path); err == nil && li.Mode()&iofs.ModeSymlink != 0 {
@@ -27,8 +35,10 @@ func WriteFileAtomic(path string, data []byte, perm iofs.FileMode) (fi iofs.File
 	}
 	mode := perm
 	switch old, err := os.Stat(target); {
-	case err == nil && old.IsDir():
-		return nil, false, isDirError(path)
+	case err == nil && !old.Mode().IsRegular():
+		// The rename would replace a FIFO, socket or device with a
+		// regular file; that is never what a file tool was asked for.
+		return nil, false, CheckRegular(path, old)
 	case err == nil:
 		mode = old.Mode() & keptModeBits
 	case os.IsNotExist(err):

@@ -11,7 +11,7 @@ import (
 	_ "image/gif" // registers the GIF decoder
 	"image/jpeg"
 	"image/png"
-	"os"
+	"io"
 	"strconv"
 	"strings"
 
@@ -112,17 +112,20 @@ func readImage(o Options, c *tool.Call) (tool.Result, error) {
 	if err != nil {
 		return tool.Result{}, err
 	}
-	switch fi, err := os.Stat(path); {
-	case err != nil:
-		return tool.Result{}, statError(path, err)
-	case fi.IsDir():
-		return tool.Result{}, isDirError(path)
-	case fi.Size() > maxImageFileBytes:
+	f, fi, err := OpenRegular(path)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	defer f.Close()
+	if fi.Size() > maxImageFileBytes {
 		return tool.Result{}, tool.Errorf(CodeFileTooLarge, "%s is %d bytes, over the %d bytes read_image accepts", path, fi.Size(), maxImageFileBytes)
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(io.LimitReader(f, maxImageFileBytes+1))
 	if err != nil {
-		return tool.Result{}, statError(path, err)
+		return tool.Result{}, tool.Errorf(tool.CodeFailed, "cannot read %s: %v", path, unwrapPath(err))
+	}
+	if len(data) > maxImageFileBytes {
+		return tool.Result{}, tool.Errorf(CodeFileTooLarge, "%s is over the %d bytes read_image accepts", path, maxImageFileBytes)
 	}
 	img, err := PrepareImage(data, o.MaxImageSide, o.MaxImageBytes)
 	if err != nil {

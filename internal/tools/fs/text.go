@@ -2,7 +2,7 @@ package fs
 
 import (
 	"bytes"
-	"os"
+	"io"
 	"strings"
 
 	"github.com/dsh-dev/dsh/internal/tool"
@@ -10,22 +10,27 @@ import (
 
 // ReadText loads the whole text file at path for editing and returns its
 // content and state. It fails with FILE_NOT_FOUND (with suggestions),
-// IS_DIRECTORY, FILE_TOO_LARGE (over maxBytes) or BINARY_FILE tool
+// IS_DIRECTORY, NOT_REGULAR_FILE, FILE_TOO_LARGE (over maxBytes) or BINARY_FILE tool
 // errors.
 func ReadText(path string, maxBytes int) (string, FileState, error) {
-	fi, err := os.Stat(path)
-	switch {
-	case err != nil:
-		return "", FileState{}, statError(path, err)
-	case fi.IsDir():
-		return "", FileState{}, isDirError(path)
-	case fi.Size() > int64(maxBytes):
+	f, fi, err := OpenRegular(path)
+	if err != nil {
+		return "", FileState{}, err
+	}
+	defer f.Close()
+	if fi.Size() > int64(maxBytes) {
 		return "", FileState{}, tool.Errorf(CodeFileTooLarge,
 			"%s is %d bytes, more than the %d bytes that can be edited this way; use bash (sed, a script) instead", path, fi.Size(), maxBytes)
 	}
-	data, err := os.ReadFile(path)
+	// One byte over the limit is enough to notice a file that grew since
+	// the fstat.
+	data, err := io.ReadAll(io.LimitReader(f, int64(maxBytes)+1))
 	if err != nil {
-		return "", FileState{}, statError(path, err)
+		return "", FileState{}, tool.Errorf(tool.CodeFailed, "cannot read %s: %v", path, unwrapPath(err))
+	}
+	if len(data) > maxBytes {
+		return "", FileState{}, tool.Errorf(CodeFileTooLarge,
+			"%s is more than the %d bytes that can be edited this way; use bash (sed, a script) instead", path, maxBytes)
 	}
 	if err := CheckText(path, data[:min(len(data), binarySniff)]); err != nil {
 		return "", FileState{}, err

@@ -28,21 +28,18 @@ func StateOf(fi os.FileInfo, content []byte) FileState {
 	return FileState{Size: fi.Size(), ModTime: fi.ModTime(), Hash: sha256.Sum256(content)}
 }
 
-// HashFile returns the current state of the file at path, streaming it
-// through the hash rather than loading it.
+// HashFile returns the current state of the regular file at path,
+// streaming it through the hash rather than loading it. Its errors are
+// tool errors (see [OpenRegular]).
 func HashFile(path string) (FileState, error) {
-	f, err := os.Open(path)
+	f, fi, err := OpenRegular(path)
 	if err != nil {
 		return FileState{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return FileState{}, err
-	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return FileState{}, err
+		return FileState{}, tool.Errorf(tool.CodeFailed, "cannot read %s: %v", path, unwrapPath(err))
 	}
 	st := FileState{Size: fi.Size(), ModTime: fi.ModTime()}
 	h.Sum(st.Hash[:0])

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -56,21 +55,14 @@ type View struct {
 // ViewFile renders part of the text file at path. The whole file is
 // streamed (to hash it and count its lines) but only the shown part is
 // kept in memory, so a huge file or a huge single line costs time, not
-// memory. It fails with FILE_NOT_FOUND, IS_DIRECTORY or BINARY_FILE tool
-// errors.
+// memory. It fails with FILE_NOT_FOUND, IS_DIRECTORY, NOT_REGULAR_FILE or
+// BINARY_FILE tool errors.
 func ViewFile(path string, o ViewOptions) (View, error) {
-	f, err := os.Open(path)
+	f, fi, err := OpenRegular(path)
 	if err != nil {
-		return View{}, statError(path, err)
+		return View{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return View{}, statError(path, err)
-	}
-	if fi.IsDir() {
-		return View{}, isDirError(path)
-	}
 	h := sha256.New()
 	br := bufio.NewReaderSize(io.TeeReader(f, h), 64<<10)
 	head, err := br.Peek(binarySniff)

@@ -62,12 +62,13 @@ func write(o Options, c *tool.Call) (tool.Result, error) {
 	unlock := o.Tracker.Lock(path)
 	defer unlock()
 	switch fi, err := os.Stat(path); {
-	case err == nil && fi.IsDir():
-		return tool.Result{}, isDirError(path)
 	case err == nil:
+		if err := CheckRegular(path, fi); err != nil {
+			return tool.Result{}, err
+		}
 		cur, err := HashFile(path)
 		if err != nil {
-			return tool.Result{}, statError(path, err)
+			return tool.Result{}, err
 		}
 		if err := o.Tracker.Check(c.SessionID, path, cur, "write"); err != nil {
 			return tool.Result{}, err

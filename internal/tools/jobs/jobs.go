@@ -127,6 +127,8 @@ func outputTool(o Options) tool.Definition {
 		Description:     desc,
 		Parameters:      json.RawMessage(params),
 		ConcurrencySafe: always,
+		// A wait may last MaxWait; the pipeline's limit stays above it.
+		Timeout: o.MaxWait + time.Minute,
 		Execute: func(ctx context.Context, c *tool.Call) (tool.Result, error) {
 			return output(ctx, o, c)
 		},

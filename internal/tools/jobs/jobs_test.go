@@ -122,10 +122,11 @@ func TestDefinitions(t *testing.T) {
 		name       string
 		concurrent bool
 		required   []string
+		timeout    time.Duration
 	}{
-		{OutputName, true, []string{"job_id"}},
-		{ListName, true, nil},
-		{KillName, false, []string{"job_id"}},
+		{OutputName, true, []string{"job_id"}, DefaultMaxWait + time.Minute}, // above the longest wait
+		{ListName, true, nil, 0},
+		{KillName, false, []string{"job_id"}, 0},
 	}
 	for i, tt := range tests {
 		d := defs[i]
@@ -137,7 +138,7 @@ func TestDefinitions(t *testing.T) {
 		}
 		safe := d.ConcurrencySafe != nil && d.ConcurrencySafe(json.RawMessage(`{}`))
 		if d.Name != tt.name || safe != tt.concurrent || strings.Join(schema.Required, ",") != strings.Join(tt.required, ",") ||
-			d.Description == "" || strings.Contains(d.Description, "{{") || d.Timeout != 0 {
+			d.Description == "" || strings.Contains(d.Description, "{{") || d.Timeout != tt.timeout {
 			t.Fatalf("definition %d: %+v", i, d)
 		}
 	}

@@ -343,7 +343,7 @@ func (g *ignores) ignored(segs []string, isDir bool) bool {
 // readIgnoreFile loads dir/.gitignore; a missing or unreadable file, or one
 // without rules, gives nil.
 func readIgnoreFile(path string, depth int) *ignoreFile {
-	data, err := os.ReadFile(path)
+	data, err := readSmallFile(path)
 	if err != nil {
 		return nil
 	}
@@ -382,7 +382,7 @@ func gitDir(repo string) string {
 	if fi.IsDir() {
 		return dot
 	}
-	data, err := os.ReadFile(dot)
+	data, err := readSmallFile(dot)
 	if err != nil {
 		return ""
 	}
@@ -394,7 +394,7 @@ func gitDir(repo string) string {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(repo, dir)
 	}
-	if common, err := os.ReadFile(filepath.Join(dir, "commondir")); err == nil {
+	if common, err := readSmallFile(filepath.Join(dir, "commondir")); err == nil {
 		c := strings.TrimSpace(string(common))
 		if !filepath.IsAbs(c) {
 			c = filepath.Join(dir, c)

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/internal/tool"
+	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
 )
 
 //go:embed grep.md
@@ -254,6 +255,13 @@ func grepExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 	}
 	meta := grepMeta{Backend: be.name(), Root: root, Mode: a.mode}
 	if q.isFile {
+		// A named FIFO would block both backends (rg opens what it is
+		// given); a device is no text to search.
+		if err := fstools.CheckRegular(root, fi); err != nil {
+			return tool.Result{}, err
+		}
+	}
+	if q.isFile {
 		// Both backends would treat a named file differently from one
 		// found by walking (rg searches named binary files); checking it
 		// here keeps them alike.
@@ -345,7 +353,7 @@ func skipReason(path string, fi os.FileInfo, maxSize int64) string {
 	if fi.Size() > maxSize {
 		return fmt.Sprintf("No matches: %s is larger than the %s search limit and was skipped; search it with bash (grep or rg) instead.", path, humanSize(maxSize))
 	}
-	f, err := os.Open(path)
+	f, _, err := openRegular(path)
 	if err != nil {
 		return fmt.Sprintf("No matches: %s could not be read: %v", path, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -135,13 +134,14 @@ func (b goBackend) lines(ctx context.Context, q *query, files []string, limit in
 // a regular file, is larger than maxSize or looks binary; ok reports whether
 // it should be searched. The returned slice is for reuse either way.
 func readCandidate(path string, maxSize int64, buf []byte) (data []byte, ok bool) {
-	f, err := os.Open(path)
+	// The walk lists only regular files, but one may have been replaced
+	// by a FIFO since; openRegular neither blocks nor accepts it.
+	f, fi, err := openRegular(path)
 	if err != nil {
 		return buf, false
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSize {
+	if fi.Size() > maxSize {
 		return buf, false
 	}
 	// One byte more than the size, so that the read that sees EOF does
