@@ -1,0 +1,699 @@
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/cli"
+	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/sandbox"
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/session/sessiontest"
+	"github.com/dsh-dev/dsh/internal/store/sqlite"
+)
+
+// Knobs of the crash test, read from the environment.
+const (
+	crashSeedEnv     = "DSH_CRASH_SEED"     // master seed; printed on failure
+	crashRunsEnv     = "DSH_CRASH_RUNS"     // number of runs (default 50, 12 with -short)
+	crashOnlyEnv     = "DSH_CRASH_ONLY"     // run only these run indexes ("3,17")
+	crashParallelEnv = "DSH_CRASH_PARALLEL" // runs at once (default 4)
+)
+
+const (
+	// survivorGrace bounds how long the processes of a killed run may
+	// take to die. The kernel delivers the parent-death signals at once;
+	// this only absorbs scheduling delay on a loaded machine.
+	survivorGrace = 5 * time.Second
+	// runDeadline bounds one run: a run that neither ends nor reaches its
+	// kill point by then is killed and reported as a hang.
+	runDeadline = 30 * time.Second
+)
+
+// Markers the fake model routes requests by.
+const (
+	parentMark = "PARENTTASK"
+	childMark  = "CHILDTASK"
+	resumeMark = "RESUMETASK"
+	resumeText = "resumed after the crash"
+)
+
+// TestCrashRandomKill9 kills real `dsh run` processes with SIGKILL at
+// random moments of realistic sessions (parallel tool calls, bash
+// commands that start setsid, nohup and double-forked processes, a
+// background job, a subagent that runs bash itself, multi-step turns,
+// streamed answers) and checks, for every run:
+//   - nothing the run started is alive shortly after dsh died;
+//   - the database passes PRAGMA integrity_check and foreign_key_check;
+//   - every session log reopens and, repaired, is balanced with each
+//     tool/call paired with exactly one tool/result and vice versa;
+//   - `dsh run --resume` continues the session, leaving a balanced log.
+//
+// Runs are drawn from a seed (DSH_CRASH_SEED reproduces the plans; the
+// timing of a kill is still the machine's). DSH_SANDBOX_BACKENDS is
+// passed to dsh, so `DSH_SANDBOX_BACKENDS=landlock` runs it under Landlock.
+func TestCrashRandomKill9(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", crashSeedEnv, s, err)
+		}
+		seed = v
+	}
+	runs := envInt(t, crashRunsEnv, 50)
+	if testing.Short() && os.Getenv(crashRunsEnv) == "" {
+		runs = 12
+	}
+	parallel := max(1, envInt(t, crashParallelEnv, 4))
+	sandboxed := true
+	if _, err := sandbox.Default().Backend(); err != nil {
+		sandboxed = false
+		t.Logf("no sandbox backend (%v): every run uses full-access", err)
+	}
+	t.Logf("%s=%d, %d runs, %d at once, %s=%q", crashSeedEnv, seed, runs, parallel, "DSH_SANDBOX_BACKENDS", os.Getenv("DSH_SANDBOX_BACKENDS"))
+
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	plans := make([]*crashPlan, runs)
+	for i := range plans {
+		plans[i] = newCrashPlan(rng, seed, i, sandboxed)
+	}
+	if only := os.Getenv(crashOnlyEnv); only != "" {
+		var keep []*crashPlan
+		for _, s := range strings.Split(only, ",") {
+			i, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || i < 0 || i >= runs {
+				t.Fatalf("%s=%q: bad run index %q", crashOnlyEnv, only, s)
+			}
+			keep = append(keep, plans[i])
+		}
+		plans = keep
+	}
+
+	tally := &crashTally{fails: map[string][]int{}}
+	work := make(chan *crashPlan)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Go(func() {
+			for p := range work {
+				t.Run(fmt.Sprintf("run%02d", p.index), func(t *testing.T) { p.run(t, tally) })
+			}
+		})
+	}
+	for _, p := range plans {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	t.Log(tally.summary(len(plans), seed))
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		t.Fatalf("%s=%q: want a non-negative integer", name, s)
+	}
+	return v
+}
+
+// crashTally counts, per assertion, the runs that broke it.
+type crashTally struct {
+	mu                        sync.Mutex
+	fails                     map[string][]int
+	killed, finished, noStore int
+}
+
+func (c *crashTally) add(category string, run int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.fails[category], run) {
+		c.fails[category] = append(c.fails[category], run)
+	}
+}
+
+func (c *crashTally) summary(runs int, seed uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "crash summary (%s=%d): %d runs, %d killed, %d finished before their kill point, %d killed before the store had a session",
+		crashSeedEnv, seed, runs, c.killed, c.finished, c.noStore)
+	cats := make([]string, 0, len(c.fails))
+	for k := range c.fails {
+		cats = append(cats, k)
+	}
+	slices.Sort(cats)
+	for _, k := range cats {
+		slices.Sort(c.fails[k])
+		fmt.Fprintf(&b, "\n  %-28s %2d/%d runs: %v", k, len(c.fails[k]), runs, c.fails[k])
+	}
+	if len(cats) == 0 {
+		b.WriteString("\n  every assertion held in every run")
+	}
+	return b.String()
+}
+
+// Kill point kinds.
+const (
+	killAfterDelay  = "delay"  // a random time after start
+	killAfterEvents = "events" // after the N-th event streamed by --json
+	killAfterMarker = "marker" // when a command reports a point of its run
+)
+
+// crashPlan is one run: the session the fake model scripts and where
+// the kill lands.
+type crashPlan struct {
+	index  int
+	seed   uint64
+	preset string // workspace-write (sandboxed) or full-access
+	// step1 are the first step's parallel calls: bash commands by tag
+	// ("setsid", "nohup", "dfork", "group") and the read-only "read" and
+	// "glob".
+	step1 []string
+	job   bool   // step 2 starts a background bash job
+	child string // step 2 delegates: "" none, "spawn" continuable, "background" one-shot job
+	// Stream shape of every answer.
+	chunkRunes int
+	chunkDelay time.Duration
+
+	kill      string
+	killDelay time.Duration
+	killAt    int    // events
+	killTag   string // marker
+}
+
+func newCrashPlan(rng *rand.Rand, seed uint64, i int, sandboxed bool) *crashPlan {
+	p := &crashPlan{index: i, seed: seed, preset: "workspace-write"}
+	if !sandboxed || rng.IntN(3) == 0 {
+		p.preset = "full-access"
+	}
+	pool := []string{"setsid", "nohup", "dfork", "group", "read", "glob"}
+	rng.Shuffle(len(pool), func(a, b int) { pool[a], pool[b] = pool[b], pool[a] })
+	p.step1 = pool[:2+rng.IntN(len(pool)-1)]
+	p.job = rng.IntN(3) != 0
+	p.child = []string{"", "spawn", "spawn", "background"}[rng.IntN(4)]
+	p.chunkRunes = 3 + rng.IntN(10)
+	p.chunkDelay = time.Duration(rng.IntN(3)) * time.Millisecond
+	switch rng.IntN(3) {
+	case 0:
+		p.kill, p.killDelay = killAfterDelay, time.Duration(rng.IntN(1500))*time.Millisecond
+	case 1:
+		p.kill, p.killAt = killAfterEvents, 1+rng.IntN(120)
+	default:
+		tags := p.tags()
+		p.kill, p.killTag = killAfterMarker, tags[rng.IntN(len(tags))]
+		p.killDelay = time.Duration(rng.IntN(40)) * time.Millisecond
+	}
+	return p
+}
+
+// tags returns the marker tags the run's commands report.
+func (p *crashPlan) tags() []string {
+	var out []string
+	for _, s := range p.step1 {
+		if s != "read" && s != "glob" {
+			out = append(out, s)
+		}
+	}
+	if p.job {
+		out = append(out, "job", "job-done")
+	}
+	if p.child != "" {
+		out = append(out, "child-setsid", "child-dfork", "child-s2")
+	}
+	return append(out, "s3")
+}
+
+func (p *crashPlan) String() string {
+	k := p.kill + " "
+	switch p.kill {
+	case killAfterDelay:
+		k += p.killDelay.String()
+	case killAfterEvents:
+		k += strconv.Itoa(p.killAt)
+	default:
+		k += p.killTag + "+" + p.killDelay.String()
+	}
+	return fmt.Sprintf("run %d (%s=%d %s=%d): %s, step1 %v, job %v, child %q, chunks %d runes/%v, kill %s",
+		p.index, crashSeedEnv, p.seed, crashOnlyEnv, p.index, p.preset, p.step1, p.job, p.child, p.chunkRunes, p.chunkDelay, k)
+}
+
+// crashCmds builds the scripted bash commands of one run. Every command
+// exports the run's marker, so its descendants are recognisable after
+// dsh is dead, records the pids it starts, and reports its tag on the
+// FIFO (the marker kill point).
+type crashCmds struct{ marker, pids, fifo string }
+
+func (c crashCmds) wrap(tag, body string) string {
+	return fmt.Sprintf("export %s; %s; echo %s > %s; echo %s done", c.marker, body, tag, c.fifo, tag)
+}
+
+// spawn is a body that starts a long sleep the way tag says and
+// records its pid.
+func (c crashCmds) spawn(tag string) string {
+	const quiet = "</dev/null >/dev/null 2>&1"
+	switch strings.TrimPrefix(tag, "child-") {
+	case "setsid":
+		return fmt.Sprintf("setsid sleep 1000 %s & echo \"%s $!\" >> %s", quiet, tag, c.pids)
+	case "nohup":
+		return fmt.Sprintf("nohup sleep 1000 %s & echo \"%s $!\" >> %s", quiet, tag, c.pids)
+	case "dfork":
+		return fmt.Sprintf("( (sleep 1000 %s & echo \"%s $!\" >> %s) & )", quiet, tag, c.pids)
+	default: // "group": a plain background child in the command's group
+		return fmt.Sprintf("sleep 1000 %s & echo \"%s $!\" >> %s; sleep 0.1", quiet, tag, c.pids)
+	}
+}
+
+func bashArgs(cmd string, background bool) llmtest.ToolCall {
+	args := map[string]any{"command": cmd, "description": "crash test"}
+	if background {
+		args["run_in_background"] = true
+	}
+	return toolCall("bash", args)
+}
+
+// respond is the fake model: stateless, it routes by the markers in the
+// request and by how many tool results the conversation already has.
+func (p *crashPlan) respond(c crashCmds, r llmtest.Request) llmtest.Response {
+	body := string(r.Body)
+	n := r.ToolResultCount()
+	resp := llmtest.Response{ChunkRunes: p.chunkRunes, DelayPerChunk: p.chunkDelay}
+	switch {
+	case strings.Contains(body, resumeMark):
+		resp.Text = resumeText
+	case strings.Contains(body, childMark) && !strings.Contains(body, parentMark):
+		switch n {
+		case 0:
+			resp.Text = "Starting two helpers."
+			resp.ToolCalls = []llmtest.ToolCall{
+				bashArgs(c.wrap("child-setsid", c.spawn("child-setsid")), false),
+				bashArgs(c.wrap("child-dfork", c.spawn("child-dfork")), false),
+			}
+		case 2:
+			resp.ToolCalls = []llmtest.ToolCall{bashArgs(c.wrap("child-s2", "sleep 0.1"), false)}
+		default:
+			resp.Text = "child done: both helpers started and the check ran."
+		}
+	default:
+		k1 := len(p.step1)
+		var step2 []llmtest.ToolCall
+		if p.job {
+			step2 = append(step2, bashArgs(c.wrap("job", c.spawn("setsid")+"; sleep 0.3; echo job-done > "+c.fifo), true))
+		}
+		switch p.child {
+		case "spawn":
+			step2 = append(step2, toolCall("subagent", map[string]any{"description": "crash child", "prompt": childMark + ": start the helpers"}))
+		case "background":
+			step2 = append(step2, toolCall("subagent", map[string]any{"description": "crash child", "prompt": childMark + ": start the helpers", "run_in_background": true}))
+		}
+		switch {
+		case n == 0:
+			resp.Reasoning = "Start the helpers in parallel, then check."
+			for _, s := range p.step1 {
+				switch s {
+				case "read":
+					resp.ToolCalls = append(resp.ToolCalls, toolCall("read", map[string]any{"file_path": "README.md"}))
+				case "glob":
+					resp.ToolCalls = append(resp.ToolCalls, toolCall("glob", map[string]any{"pattern": "**/*.md"}))
+				default:
+					resp.ToolCalls = append(resp.ToolCalls, bashArgs(c.wrap(s, c.spawn(s)), false))
+				}
+			}
+		case n == k1 && len(step2) > 0:
+			resp.Text = "Now the background work."
+			resp.ToolCalls = step2
+		case n == k1+len(step2):
+			resp.ToolCalls = []llmtest.ToolCall{bashArgs(c.wrap("s3", "sleep 0.1"), false)}
+		default:
+			resp.Text = "parent done: the helpers are running and the checks passed."
+		}
+	}
+	return resp
+}
+
+// fail reports a broken assertion of one run and tallies it.
+func (p *crashPlan) fail(t *testing.T, tally *crashTally, category, format string, args ...any) {
+	t.Helper()
+	tally.add(category, p.index)
+	t.Errorf("%s: %s\n%s", category, fmt.Sprintf(format, args...), p)
+}
+
+func (p *crashPlan) run(t *testing.T, tally *crashTally) {
+	e := newEnv(t)
+	withoutExternalAgents(t, e)
+	dir := filepath.Join(e.cwd, ".crash")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(e.cwd, "README.md"), "# crash test workspace\n", 0o644)
+	cmds := crashCmds{
+		marker: fmt.Sprintf("CRASH_MARK=m%d-%d-%d", os.Getpid(), p.seed, p.index),
+		pids:   filepath.Join(dir, "pids"),
+		fifo:   filepath.Join(dir, "fifo"),
+	}
+	marks, closeFifo, err := markerFifo(cmds.fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFifo()
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response { return p.respond(cmds, r) })
+
+	args := []string{"run", "--json", "--permission", p.preset}
+	if p.child == "background" {
+		patch := filepath.Join(t.TempDir(), "one-shot.yaml")
+		writeFile(t, patch, "- id: subagents\n  module: subagents\n  config: {mode: one-shot}\n", 0o600)
+		args = append(args, "--patch", patch)
+	}
+	args = append(args, parentMark+": start the helpers and check them")
+
+	w := startWrapped(t, e, args)
+	start := time.Now()
+	killed, reason := p.awaitKillPoint(w, marks)
+	if killed {
+		if err := syscall.Kill(w.dshPid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+			t.Fatal(err)
+		}
+		<-w.exited
+	}
+	t.Logf("%s: dsh %s after %v and %d streamed events (%s)", p, w.status, time.Since(start).Round(time.Millisecond), w.count(), reason)
+	if reason == "hang" {
+		p.fail(t, tally, "run hung", "neither finished nor reached its kill point in %v; stdout:\n%s", runDeadline, w.tail())
+	}
+	tally.mu.Lock()
+	if killed {
+		tally.killed++
+	} else {
+		tally.finished++
+	}
+	tally.mu.Unlock()
+
+	left := awaitNoSurvivors(w.pid, w.dshPid, cmds.marker, time.Now().Add(survivorGrace))
+	if len(left) > 0 {
+		pids, _ := os.ReadFile(cmds.pids)
+		p.fail(t, tally, "process survived dsh", "%d processes alive %v after dsh %s (killed=%v):%s\nrecorded pids (namespace-local under bwrap):\n%s",
+			len(left), survivorGrace, w.status, killed, describe(left), pids)
+		killAll(left)
+	}
+	w.release(t)
+
+	p.checkStore(t, tally, e)
+}
+
+// wrapped is a dsh run under the subreaper wrapper.
+type wrapped struct {
+	cmd    *exec.Cmd
+	pid    int // the wrapper
+	dshPid int
+	exited chan struct{} // closed when dsh has exited
+	status string        // how dsh ended, valid after exited
+	stdin  *os.File      // closing it releases the wrapper
+	events chan int      // the count of streamed events so far
+	mu     sync.Mutex
+	out    []string
+}
+
+func startWrapped(t *testing.T, e *env, args []string) *wrapped {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := e.cmd(context.Background(), args...)
+	c := exec.Command(self, append([]string{dshBin}, args...)...)
+	c.Dir = tmpl.Dir
+	c.Env = append(tmpl.Env, reaperEnv+"=1")
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stdin, c.Stdout, c.Stderr = inR, outW, stderr
+	c.ExtraFiles = []*os.File{ctlW}
+	// The wrapper dies with the test binary, and it is its own group so
+	// nothing of the run shares the test's group.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctlW.Close()
+	outW.Close()
+	inR.Close()
+	stderr.Close()
+	w := &wrapped{cmd: c, pid: c.Process.Pid, exited: make(chan struct{}), stdin: inW, events: make(chan int, 1024)}
+	ctl := bufio.NewScanner(ctlR)
+	if !ctl.Scan() || !strings.HasPrefix(ctl.Text(), "pid ") {
+		inW.Close()
+		_ = c.Wait()
+		t.Fatalf("wrapper did not start dsh: %q", ctl.Text())
+	}
+	w.dshPid, _ = strconv.Atoi(strings.TrimPrefix(ctl.Text(), "pid "))
+	go func() {
+		defer ctlR.Close()
+		w.status = "vanished"
+		if ctl.Scan() {
+			w.status = strings.TrimPrefix(ctl.Text(), "exit ")
+		}
+		close(w.exited)
+	}()
+	go func() {
+		defer outR.Close()
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<24)
+		n := 0
+		for sc.Scan() {
+			n++
+			w.mu.Lock()
+			w.out = append(w.out, sc.Text())
+			w.mu.Unlock()
+			select {
+			case w.events <- n:
+			default:
+			}
+		}
+		close(w.events)
+	}()
+	t.Cleanup(func() { w.release(t) })
+	return w
+}
+
+// count returns how many lines dsh streamed so far.
+func (w *wrapped) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.out)
+}
+
+// tail returns the last lines dsh streamed.
+func (w *wrapped) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.out[max(0, len(w.out)-5):], "\n")
+}
+
+// release lets the wrapper kill what is left below it and exit.
+func (w *wrapped) release(t *testing.T) {
+	if w.stdin == nil {
+		return
+	}
+	w.stdin.Close()
+	w.stdin = nil
+	if err := w.cmd.Wait(); err != nil {
+		t.Errorf("wrapper: %v", err)
+	}
+}
+
+// awaitKillPoint waits for the plan's kill point and reports whether dsh
+// is to be killed (false: it ended by itself first) and why.
+func (p *crashPlan) awaitKillPoint(w *wrapped, marks <-chan string) (bool, string) {
+	hang := time.NewTimer(runDeadline)
+	defer hang.Stop()
+	var fire <-chan time.Time
+	if p.kill == killAfterDelay {
+		fire = time.After(p.killDelay)
+	}
+	events := w.events
+	for {
+		select {
+		case <-w.exited:
+			return false, "finished"
+		case <-hang.C:
+			return true, "hang"
+		case <-fire:
+			return true, p.kill
+		case n, ok := <-events:
+			if !ok {
+				events = nil
+			} else if p.kill == killAfterEvents && n >= p.killAt {
+				return true, p.kill
+			}
+		case tag, ok := <-marks:
+			if !ok {
+				marks = nil
+			} else if p.kill == killAfterMarker && tag == p.killTag && fire == nil {
+				fire = time.After(p.killDelay)
+			}
+		}
+	}
+}
+
+// checkStore checks the database after the crash, every session log, and
+// that the run's session resumes.
+func (p *crashPlan) checkStore(t *testing.T, tally *crashTally, e *env) {
+	dbPath := filepath.Join(e.home, "dsh.db")
+	if _, err := os.Stat(dbPath); err != nil {
+		tally.mu.Lock()
+		tally.noStore++
+		tally.mu.Unlock()
+		return
+	}
+	if msg := integrity(dbPath); msg != "" {
+		p.fail(t, tally, "database integrity", "%s", msg)
+		return
+	}
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, dbPath)
+	if err != nil {
+		p.fail(t, tally, "store does not reopen", "%v", err)
+		return
+	}
+	entries, err := st.List(ctx)
+	if err != nil {
+		st.Close()
+		p.fail(t, tally, "store does not reopen", "list: %v", err)
+		return
+	}
+	var root string
+	for _, en := range entries {
+		if en.Err != nil {
+			p.fail(t, tally, "log does not reopen", "session %s header: %v", en.Header.ID, en.Err)
+			continue
+		}
+		if en.Header.ParentSession == "" {
+			root = en.Header.ID
+		}
+		// Inspect is what a resume would see: the stored log plus the
+		// crash repair, computed without writing.
+		_, events, err := st.Inspect(ctx, en.Header.ID)
+		if err != nil {
+			p.fail(t, tally, "log does not reopen", "session %s: %v", en.Header.ID, err)
+			continue
+		}
+		if err := sessiontest.Check(events); err != nil {
+			p.fail(t, tally, "repaired log unbalanced", "session %s (%s): %v", en.Header.ID, origin(en.Header), err)
+		}
+	}
+	st.Close()
+	if root == "" {
+		tally.mu.Lock()
+		tally.noStore++
+		tally.mu.Unlock()
+		return
+	}
+
+	out, stderr, code := e.dsh("", "run", "--json", "--resume", root, resumeMark+": carry on after the crash")
+	res, ok := lastResult(out)
+	if code != 0 || !ok || res.Status != "completed" || res.Text != resumeText {
+		p.fail(t, tally, "resume failed", "exit %d, result %+v\nstderr: %s", code, res, stderr)
+		return
+	}
+	if msg := integrity(dbPath); msg != "" {
+		p.fail(t, tally, "database integrity", "after resume: %s", msg)
+	}
+	st, err = sqlite.Open(ctx, dbPath)
+	if err != nil {
+		p.fail(t, tally, "store does not reopen", "after resume: %v", err)
+		return
+	}
+	defer st.Close()
+	// The resumed log, as stored (no in-memory repair), is balanced.
+	events, err := st.ReadFrom(ctx, root, 0)
+	if err != nil {
+		p.fail(t, tally, "log does not reopen", "after resume: %v", err)
+		return
+	}
+	if err := sessiontest.Check(events); err != nil {
+		p.fail(t, tally, "resumed log unbalanced", "session %s: %v", root, err)
+	}
+}
+
+func origin(h session.Header) string {
+	if h.ParentSession == "" {
+		return "root"
+	}
+	return "child of " + h.ParentSession
+}
+
+// integrity runs SQLite's own consistency checks on the database file and
+// returns what they found, "" when it is sound.
+func integrity(path string) string {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err.Error()
+	}
+	defer db.Close()
+	var problems []string
+	for _, pragma := range []string{"integrity_check", "foreign_key_check"} {
+		rows, err := db.Query("PRAGMA " + pragma)
+		if err != nil {
+			return fmt.Sprintf("%s: %v", pragma, err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", pragma, err))
+				continue
+			}
+			if pragma == "integrity_check" && len(vals) == 1 && fmt.Sprint(vals[0]) == "ok" {
+				continue
+			}
+			problems = append(problems, fmt.Sprintf("%s: %v", pragma, vals))
+		}
+		if err := rows.Err(); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", pragma, err))
+		}
+		rows.Close()
+	}
+	return strings.Join(problems, "; ")
+}
+
+// lastResult decodes the run/result line of dsh run --json output.
+func lastResult(out string) (cli.RunResult, bool) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var res cli.RunResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || res.Type != "run/result" {
+		return res, false
+	}
+	return res, true
+}

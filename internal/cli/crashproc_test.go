@@ -1,0 +1,269 @@
+package cli_test
+
+// Process plumbing for the crash test (crash_test.go): a subreaper
+// wrapper around dsh, so that every process the killed run started stays
+// findable after dsh is gone, and the scan that finds survivors.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
+)
+
+// reaperEnv makes the test binary act as the subreaper wrapper (see
+// reaperMain) instead of running tests.
+const reaperEnv = "DSH_CRASH_REAPER"
+
+func init() {
+	if os.Getenv(reaperEnv) == "1" {
+		os.Exit(reaperMain())
+	}
+}
+
+// reaperMain runs os.Args[1:] (dsh) in its own process group as a child
+// of a process that is a child subreaper (PR_SET_CHILD_SUBREAPER). A
+// process orphaned anywhere below it (double fork, setsid, the death of
+// dsh) is re-parented to the wrapper rather than to init, so the
+// wrapper's descendants are exactly what the run started and is still
+// alive, whatever the process did to hide. It reports "pid N" and then
+// "exit STATUS" for dsh on fd 3, reaps everything else, and when its
+// stdin closes kills whatever is left below it and exits.
+func reaperMain() int {
+	ctl := os.NewFile(3, "ctl")
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(ctl, "error subreaper: %v\n", err)
+		return 1
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		fmt.Fprintf(ctl, "error %v\n", err)
+		return 1
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, reaperEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	p, err := os.StartProcess(os.Args[1], os.Args[1:], &os.ProcAttr{
+		Env:   env,
+		Files: []*os.File{devnull, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		fmt.Fprintf(ctl, "error start: %v\n", err)
+		return 1
+	}
+	devnull.Close()
+	os.Stdout.Close() // dsh's stdout ends when dsh and whatever inherited it end
+	fmt.Fprintf(ctl, "pid %d\n", p.Pid)
+	go func() {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				return // ECHILD: nothing below us, and nothing can arrive
+			}
+			if pid == p.Pid {
+				fmt.Fprintf(ctl, "exit %s\n", waitText(ws))
+			}
+		}
+	}()
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for range 100 {
+		left := descendants(readProcs(), os.Getpid())
+		if len(left) == 0 {
+			break
+		}
+		for _, pr := range left {
+			_ = syscall.Kill(pr.pid, syscall.SIGKILL)
+		}
+		for _, pr := range left {
+			proctest.WaitExit(pr.pid, time.Second)
+		}
+	}
+	return 0
+}
+
+func waitText(ws syscall.WaitStatus) string {
+	if ws.Signaled() {
+		return "signal " + ws.Signal().String()
+	}
+	return "code " + strconv.Itoa(ws.ExitStatus())
+}
+
+// proc is one process as /proc describes it.
+type proc struct {
+	pid, ppid, pgid int
+	state           byte
+}
+
+// readProcs reads pid, parent, group and state of every process.
+func readProcs() map[int]proc {
+	out := map[int]proc{}
+	ents, _ := os.ReadDir("/proc")
+	for _, en := range ents {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", en.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// "pid (comm) state ppid pgrp ...": comm may hold anything, so
+		// parse after the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pgid, _ := strconv.Atoi(f[2])
+		out[pid] = proc{pid: pid, ppid: ppid, pgid: pgid, state: f[0][0]}
+	}
+	return out
+}
+
+// live reports whether the process is running (not a zombie, not dead).
+func (p proc) live() bool { return p.state != 'Z' && p.state != 'X' }
+
+// descendants returns the live processes below root.
+func descendants(procs map[int]proc, root int) []proc {
+	kids := map[int][]int{}
+	for _, p := range procs {
+		kids[p.ppid] = append(kids[p.ppid], p.pid)
+	}
+	var out []proc
+	queue := slices.Clone(kids[root])
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if p := procs[pid]; p.live() {
+			out = append(out, p)
+		}
+		queue = append(queue, kids[pid]...)
+	}
+	return out
+}
+
+// survivors returns the live processes of a run: everything below the
+// wrapper, everything in dsh's process group, and every process whose
+// environment carries the run's marker (which each scripted command
+// exports, so its children inherit it even inside a PID namespace).
+func survivors(wrapper, dshPid int, marker string) []proc {
+	procs := readProcs()
+	seen := map[int]bool{}
+	var out []proc
+	add := func(p proc) {
+		if !seen[p.pid] && p.live() && p.pid != wrapper {
+			seen[p.pid] = true
+			out = append(out, p)
+		}
+	}
+	for _, p := range descendants(procs, wrapper) {
+		add(p)
+	}
+	for _, p := range procs {
+		if p.pgid == dshPid {
+			add(p)
+		}
+	}
+	needle := []byte(marker)
+	for _, p := range procs {
+		if seen[p.pid] || !p.live() {
+			continue
+		}
+		if env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "environ")); err == nil && bytes.Contains(env, needle) {
+			add(p)
+		}
+	}
+	return out
+}
+
+// awaitNoSurvivors waits until the run has no live process left, or the
+// deadline passes, and returns what is still alive then. It blocks on
+// each survivor's pidfd rather than sleeping, and rescans afterwards
+// because a survivor may have started another process meanwhile.
+func awaitNoSurvivors(wrapper, dshPid int, marker string, deadline time.Time) []proc {
+	for {
+		left := survivors(wrapper, dshPid, marker)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		for _, p := range left {
+			proctest.WaitExit(p.pid, time.Until(deadline))
+		}
+	}
+}
+
+// describe names processes for a failure message: pid, parent, group
+// and command line.
+func describe(ps []proc) string {
+	var b strings.Builder
+	for _, p := range ps {
+		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "cmdline"))
+		fmt.Fprintf(&b, "\n\tpid %d ppid %d pgid %d %c: %s", p.pid, p.ppid, p.pgid, p.state,
+			strings.TrimSpace(string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))))
+	}
+	return b.String()
+}
+
+// killAll SIGKILLs the given processes (cleanup after a failed check).
+func killAll(ps []proc) {
+	for _, p := range ps {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	for _, p := range ps {
+		proctest.WaitExit(p.pid, 5*time.Second)
+	}
+}
+
+// markerFifo creates a named pipe at path and returns a channel of the
+// lines written to it. The read side is opened O_RDWR, so a writer's
+// open never blocks; close stops the reader.
+func markerFifo(path string) (<-chan string, func(), error) {
+	if err := syscall.Mkfifo(path, 0o666); err != nil {
+		return nil, nil, fmt.Errorf("mkfifo: %w", err)
+	}
+	// mkfifo honours the umask; commands of a sandboxed run write here.
+	if err := os.Chmod(path, 0o666); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	lines := make(chan string, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(lines)
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default: // nobody listens any more; keep draining the pipe
+			}
+		}
+	}()
+	return lines, func() { f.Close(); <-done }, nil
+}
