@@ -104,7 +104,7 @@ func TestCrashRandomKill9(t *testing.T) {
 		plans = keep
 	}
 
-	tally := &crashTally{fails: map[string][]int{}}
+	tally := &crashTally{fails: map[string][]int{}, phases: map[string]int{}}
 	work := make(chan *crashPlan)
 	var wg sync.WaitGroup
 	for range parallel {
@@ -138,7 +138,20 @@ func envInt(t *testing.T, name string, def int) int {
 type crashTally struct {
 	mu                        sync.Mutex
 	fails                     map[string][]int
+	phases                    map[string]int
 	killed, finished, noStore int
+}
+
+func (c *crashTally) count(field *int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	*field++
+}
+
+func (c *crashTally) phase(ph string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.phases[ph]++
 }
 
 func (c *crashTally) add(category string, run int) {
@@ -155,6 +168,15 @@ func (c *crashTally) summary(runs int, seed uint64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "crash summary (%s=%d): %d runs, %d killed, %d finished before their kill point, %d killed before the store had a session",
 		crashSeedEnv, seed, runs, c.killed, c.finished, c.noStore)
+	phases := make([]string, 0, len(c.phases))
+	for k := range c.phases {
+		phases = append(phases, k)
+	}
+	slices.Sort(phases)
+	b.WriteString("\n  where the kills landed (from the stored logs):")
+	for _, k := range phases {
+		fmt.Fprintf(&b, "\n    %3d  %s", c.phases[k], k)
+	}
 	cats := make([]string, 0, len(c.fails))
 	for k := range c.fails {
 		cats = append(cats, k)
@@ -215,7 +237,7 @@ func newCrashPlan(rng *rand.Rand, seed uint64, i int, sandboxed bool) *crashPlan
 	case 0:
 		p.kill, p.killDelay = killAfterDelay, time.Duration(rng.IntN(1500))*time.Millisecond
 	case 1:
-		p.kill, p.killAt = killAfterEvents, 1+rng.IntN(120)
+		p.kill, p.killAt = killAfterEvents, 1+rng.IntN(400)
 	default:
 		tags := p.tags()
 		p.kill, p.killTag = killAfterMarker, tags[rng.IntN(len(tags))]
@@ -239,6 +261,24 @@ func (p *crashPlan) tags() []string {
 		out = append(out, "child-setsid", "child-dfork", "child-s2")
 	}
 	return append(out, "s3")
+}
+
+// pidTags returns the tags under which a run that is not killed records
+// the pids of the processes it starts.
+func (p *crashPlan) pidTags() []string {
+	var out []string
+	for _, s := range p.step1 {
+		if s != "read" && s != "glob" {
+			out = append(out, s)
+		}
+	}
+	if p.job {
+		out = append(out, "job-setsid")
+	}
+	if p.child != "" {
+		out = append(out, "child-setsid", "child-dfork")
+	}
+	return out
 }
 
 func (p *crashPlan) String() string {
@@ -265,17 +305,19 @@ func (c crashCmds) wrap(tag, body string) string {
 	return fmt.Sprintf("export %s; %s; echo %s > %s; echo %s done", c.marker, body, tag, c.fifo, tag)
 }
 
-// spawn is a body that starts a long sleep the way tag says and
-// records its pid.
-func (c crashCmds) spawn(tag string) string {
+// spawn is a body that starts a long sleep the way kind says and
+// records its pid under tag.
+func (c crashCmds) spawn(kind, tag string) string {
 	const quiet = "</dev/null >/dev/null 2>&1"
-	switch strings.TrimPrefix(tag, "child-") {
+	switch kind {
 	case "setsid":
 		return fmt.Sprintf("setsid sleep 1000 %s & echo \"%s $!\" >> %s", quiet, tag, c.pids)
 	case "nohup":
 		return fmt.Sprintf("nohup sleep 1000 %s & echo \"%s $!\" >> %s", quiet, tag, c.pids)
 	case "dfork":
-		return fmt.Sprintf("( (sleep 1000 %s & echo \"%s $!\" >> %s) & )", quiet, tag, c.pids)
+		// A subshell starts the sleep and exits, orphaning it; it records
+		// the pid before exiting, so the record cannot be lost.
+		return fmt.Sprintf("(sleep 1000 %s & echo \"%s $!\" >> %s)", quiet, tag, c.pids)
 	default: // "group": a plain background child in the command's group
 		return fmt.Sprintf("sleep 1000 %s & echo \"%s $!\" >> %s; sleep 0.1", quiet, tag, c.pids)
 	}
@@ -303,8 +345,8 @@ func (p *crashPlan) respond(c crashCmds, r llmtest.Request) llmtest.Response {
 		case 0:
 			resp.Text = "Starting two helpers."
 			resp.ToolCalls = []llmtest.ToolCall{
-				bashArgs(c.wrap("child-setsid", c.spawn("child-setsid")), false),
-				bashArgs(c.wrap("child-dfork", c.spawn("child-dfork")), false),
+				bashArgs(c.wrap("child-setsid", c.spawn("setsid", "child-setsid")), false),
+				bashArgs(c.wrap("child-dfork", c.spawn("dfork", "child-dfork")), false),
 			}
 		case 2:
 			resp.ToolCalls = []llmtest.ToolCall{bashArgs(c.wrap("child-s2", "sleep 0.1"), false)}
@@ -315,7 +357,7 @@ func (p *crashPlan) respond(c crashCmds, r llmtest.Request) llmtest.Response {
 		k1 := len(p.step1)
 		var step2 []llmtest.ToolCall
 		if p.job {
-			step2 = append(step2, bashArgs(c.wrap("job", c.spawn("setsid")+"; sleep 0.3; echo job-done > "+c.fifo), true))
+			step2 = append(step2, bashArgs(c.wrap("job", c.spawn("setsid", "job-setsid")+"; sleep 0.3; echo job-done > "+c.fifo), true))
 		}
 		switch p.child {
 		case "spawn":
@@ -333,7 +375,7 @@ func (p *crashPlan) respond(c crashCmds, r llmtest.Request) llmtest.Response {
 				case "glob":
 					resp.ToolCalls = append(resp.ToolCalls, toolCall("glob", map[string]any{"pattern": "**/*.md"}))
 				default:
-					resp.ToolCalls = append(resp.ToolCalls, bashArgs(c.wrap(s, c.spawn(s)), false))
+					resp.ToolCalls = append(resp.ToolCalls, bashArgs(c.wrap(s, c.spawn(s, s)), false))
 				}
 			}
 		case n == k1 && len(step2) > 0:
@@ -396,13 +438,11 @@ func (p *crashPlan) run(t *testing.T, tally *crashTally) {
 	if reason == "hang" {
 		p.fail(t, tally, "run hung", "neither finished nor reached its kill point in %v; stdout:\n%s", runDeadline, w.tail())
 	}
-	tally.mu.Lock()
 	if killed {
-		tally.killed++
+		tally.count(&tally.killed)
 	} else {
-		tally.finished++
+		tally.count(&tally.finished)
 	}
-	tally.mu.Unlock()
 
 	left := awaitNoSurvivors(w.pid, w.dshPid, cmds.marker, time.Now().Add(survivorGrace))
 	if len(left) > 0 {
@@ -412,8 +452,18 @@ func (p *crashPlan) run(t *testing.T, tally *crashTally) {
 		killAll(left)
 	}
 	w.release(t)
+	if !killed {
+		// A run that ended by itself ran the whole script: every command
+		// started its processes (so the survivor check was not vacuous).
+		pids, _ := os.ReadFile(cmds.pids)
+		for _, tag := range p.pidTags() {
+			if !strings.Contains("\n"+string(pids), "\n"+tag+" ") {
+				p.fail(t, tally, "scenario did not run", "no pid recorded for %q; recorded:\n%s", tag, pids)
+			}
+		}
+	}
 
-	p.checkStore(t, tally, e)
+	p.checkStore(t, tally, e, killed)
 }
 
 // wrapped is a dsh run under the subreaper wrapper.
@@ -425,6 +475,7 @@ type wrapped struct {
 	status string        // how dsh ended, valid after exited
 	stdin  *os.File      // closing it releases the wrapper
 	events chan int      // the count of streamed events so far
+	outEOF chan struct{} // closed when dsh's stdout has ended
 	mu     sync.Mutex
 	out    []string
 }
@@ -466,7 +517,7 @@ func startWrapped(t *testing.T, e *env, args []string) *wrapped {
 	outW.Close()
 	inR.Close()
 	stderr.Close()
-	w := &wrapped{cmd: c, pid: c.Process.Pid, exited: make(chan struct{}), stdin: inW, events: make(chan int, 1024)}
+	w := &wrapped{cmd: c, pid: c.Process.Pid, exited: make(chan struct{}), stdin: inW, events: make(chan int, 1024), outEOF: make(chan struct{})}
 	ctl := bufio.NewScanner(ctlR)
 	if !ctl.Scan() || !strings.HasPrefix(ctl.Text(), "pid ") {
 		inW.Close()
@@ -483,6 +534,7 @@ func startWrapped(t *testing.T, e *env, args []string) *wrapped {
 		close(w.exited)
 	}()
 	go func() {
+		defer close(w.outEOF)
 		defer outR.Close()
 		sc := bufio.NewScanner(outR)
 		sc.Buffer(nil, 1<<24)
@@ -527,6 +579,14 @@ func (w *wrapped) release(t *testing.T) {
 	if err := w.cmd.Wait(); err != nil {
 		t.Errorf("wrapper: %v", err)
 	}
+	// Everything below the wrapper is dead now, so the last holder of
+	// dsh's stdout is gone; a pipe still open names a process that
+	// escaped the wrapper.
+	select {
+	case <-w.outEOF:
+	case <-time.After(survivorGrace):
+		t.Errorf("dsh's stdout is still open after every process of the run was killed")
+	}
 }
 
 // awaitKillPoint waits for the plan's kill point and reports whether dsh
@@ -565,12 +625,13 @@ func (p *crashPlan) awaitKillPoint(w *wrapped, marks <-chan string) (bool, strin
 
 // checkStore checks the database after the crash, every session log, and
 // that the run's session resumes.
-func (p *crashPlan) checkStore(t *testing.T, tally *crashTally, e *env) {
+func (p *crashPlan) checkStore(t *testing.T, tally *crashTally, e *env, killed bool) {
 	dbPath := filepath.Join(e.home, "dsh.db")
 	if _, err := os.Stat(dbPath); err != nil {
-		tally.mu.Lock()
-		tally.noStore++
-		tally.mu.Unlock()
+		tally.count(&tally.noStore)
+		if killed {
+			tally.phase("before the store existed")
+		}
 		return
 	}
 	if msg := integrity(dbPath); msg != "" {
@@ -590,13 +651,29 @@ func (p *crashPlan) checkStore(t *testing.T, tally *crashTally, e *env) {
 		return
 	}
 	var root string
+	var rootRaw []session.Event
+	childOpen := false
 	for _, en := range entries {
 		if en.Err != nil {
 			p.fail(t, tally, "log does not reopen", "session %s header: %v", en.Header.ID, en.Err)
 			continue
 		}
+		raw, err := st.ReadFrom(ctx, en.Header.ID, 0)
+		if err != nil {
+			p.fail(t, tally, "log does not reopen", "session %s: %v", en.Header.ID, err)
+			continue
+		}
+		if !killed {
+			for _, r := range results(t, raw) {
+				if r.IsError {
+					p.fail(t, tally, "scenario did not run", "session %s (%s): %s failed: %s", en.Header.ID, origin(en.Header), r.Name, text(r))
+				}
+			}
+		}
 		if en.Header.ParentSession == "" {
-			root = en.Header.ID
+			root, rootRaw = en.Header.ID, raw
+		} else if session.Closers(raw) != nil {
+			childOpen = true
 		}
 		// Inspect is what a resume would see: the stored log plus the
 		// crash repair, computed without writing.
@@ -611,10 +688,19 @@ func (p *crashPlan) checkStore(t *testing.T, tally *crashTally, e *env) {
 	}
 	st.Close()
 	if root == "" {
-		tally.mu.Lock()
-		tally.noStore++
-		tally.mu.Unlock()
+		tally.count(&tally.noStore)
+		if killed {
+			tally.phase("before the session was stored")
+		}
 		return
+	}
+	if killed {
+		ph := crashPhase(rootRaw)
+		if childOpen {
+			ph += ", a subagent mid-turn"
+		}
+		tally.phase(ph)
+		t.Logf("the kill landed %s", ph)
 	}
 
 	out, stderr, code := e.dsh("", "run", "--json", "--resume", root, resumeMark+": carry on after the crash")
@@ -640,6 +726,67 @@ func (p *crashPlan) checkStore(t *testing.T, tally *crashTally, e *env) {
 	}
 	if err := sessiontest.Check(events); err != nil {
 		p.fail(t, tally, "resumed log unbalanced", "session %s: %v", root, err)
+	}
+	// The resumed turn is in the stored log, after the crashed history,
+	// and it completed.
+	if len(events) <= len(rootRaw) || !resumedTurnCompleted(events[len(rootRaw):]) {
+		p.fail(t, tally, "resume failed", "the stored log lacks a completed turn for the resume prompt: %v", countTypes(events[min(len(rootRaw), len(events)):]))
+	}
+}
+
+// resumedTurnCompleted reports whether events hold the resume prompt
+// followed by a completed turn/end.
+func resumedTurnCompleted(events []session.Event) bool {
+	prompted := false
+	for _, e := range events {
+		switch e.Type {
+		case session.TypeUserMessage:
+			prompted = prompted || strings.Contains(string(e.Data), resumeMark)
+		case session.TypeTurnEnd:
+			var te session.TurnEnd
+			if prompted && e.Decode(&te) == nil && te.Reason.Kind == session.EndCompleted {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// crashPhase says where a kill landed, from the root session's log as
+// stored at the crash (the log is flushed before every model request and
+// tool body, so streamed chunks may be missing).
+func crashPhase(raw []session.Event) string {
+	if len(raw) == 0 {
+		return "before the first event"
+	}
+	if session.Closers(raw) == nil {
+		return "between turns (idle, waiting for a job or subagent, or ending)"
+	}
+	open := map[string]bool{}
+	for _, e := range raw {
+		var ref struct {
+			CallID string `json:"callId"`
+		}
+		switch e.Type {
+		case session.TypeToolCall:
+			if e.Decode(&ref) == nil {
+				open[ref.CallID] = true
+			}
+		case session.TypeToolResult:
+			if e.Decode(&ref) == nil {
+				delete(open, ref.CallID)
+			}
+		}
+	}
+	switch last := raw[len(raw)-1].Type; {
+	case len(open) > 0:
+		return "during a tool call"
+	case last == session.TypeAssistantMsg:
+		return "between a model answer and its tool calls"
+	case last == session.TypeToolResult:
+		return "between tool calls"
+	default:
+		return "during a model request or its stream"
 	}
 }
 

@@ -41,6 +41,9 @@ func init() {
 // "exit STATUS" for dsh on fd 3, reaps everything else, and when its
 // stdin closes kills whatever is left below it and exits.
 func reaperMain() int {
+	// fd 3 came without close-on-exec; dsh must not inherit it (nor
+	// could the test see the wrapper's end of it otherwise).
+	syscall.CloseOnExec(3)
 	ctl := os.NewFile(3, "ctl")
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(ctl, "error subreaper: %v\n", err)
