@@ -7,14 +7,18 @@ package cli_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -269,4 +273,161 @@ func markerFifo(path string) (<-chan string, func(), error) {
 		}
 	}()
 	return lines, func() { f.Close(); <-done }, nil
+}
+
+// wrapped is a dsh run under the subreaper wrapper.
+type wrapped struct {
+	cmd    *exec.Cmd
+	pid    int // the wrapper
+	dshPid int
+	exited chan struct{} // closed when dsh has exited
+	status string        // how dsh ended, valid after exited
+	stdin  *os.File      // closing it releases the wrapper
+	events chan int      // the count of streamed events so far
+	outEOF chan struct{} // closed when dsh's stdout has ended
+	mu     sync.Mutex
+	out    []string
+}
+
+func startWrapped(t *testing.T, e *env, args []string) *wrapped {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := e.cmd(context.Background(), args...)
+	c := exec.Command(self, append([]string{dshBin}, args...)...)
+	c.Dir = tmpl.Dir
+	c.Env = append(tmpl.Env, reaperEnv+"=1")
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stdin, c.Stdout, c.Stderr = inR, outW, stderr
+	c.ExtraFiles = []*os.File{ctlW}
+	// The wrapper dies with the test binary, and it is its own group so
+	// nothing of the run shares the test's group.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctlW.Close()
+	outW.Close()
+	inR.Close()
+	stderr.Close()
+	w := &wrapped{cmd: c, pid: c.Process.Pid, exited: make(chan struct{}), stdin: inW, events: make(chan int, 1024), outEOF: make(chan struct{})}
+	ctl := bufio.NewScanner(ctlR)
+	if !ctl.Scan() || !strings.HasPrefix(ctl.Text(), "pid ") {
+		inW.Close()
+		_ = c.Wait()
+		t.Fatalf("wrapper did not start dsh: %q", ctl.Text())
+	}
+	w.dshPid, _ = strconv.Atoi(strings.TrimPrefix(ctl.Text(), "pid "))
+	go func() {
+		defer ctlR.Close()
+		w.status = "vanished"
+		if ctl.Scan() {
+			w.status = strings.TrimPrefix(ctl.Text(), "exit ")
+		}
+		close(w.exited)
+	}()
+	go func() {
+		defer close(w.outEOF)
+		defer outR.Close()
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<24)
+		n := 0
+		for sc.Scan() {
+			n++
+			w.mu.Lock()
+			w.out = append(w.out, sc.Text())
+			w.mu.Unlock()
+			select {
+			case w.events <- n:
+			default:
+			}
+		}
+		close(w.events)
+	}()
+	t.Cleanup(func() { w.release(t) })
+	return w
+}
+
+// count returns how many lines dsh streamed so far.
+func (w *wrapped) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.out)
+}
+
+// tail returns the last lines dsh streamed.
+func (w *wrapped) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.out[max(0, len(w.out)-5):], "\n")
+}
+
+// release lets the wrapper kill what is left below it and exit.
+func (w *wrapped) release(t *testing.T) {
+	if w.stdin == nil {
+		return
+	}
+	w.stdin.Close()
+	w.stdin = nil
+	if err := w.cmd.Wait(); err != nil {
+		t.Errorf("wrapper: %v", err)
+	}
+	// Everything below the wrapper is dead now, so the last holder of
+	// dsh's stdout is gone; a pipe still open names a process that
+	// escaped the wrapper.
+	select {
+	case <-w.outEOF:
+	case <-time.After(survivorGrace):
+		t.Errorf("dsh's stdout is still open after every process of the run was killed")
+	}
+}
+
+// awaitKillPoint waits for the plan's kill point and reports whether dsh
+// is to be killed (false: it ended by itself first) and why.
+func (p *crashPlan) awaitKillPoint(w *wrapped, marks <-chan string) (bool, string) {
+	hang := time.NewTimer(runDeadline)
+	defer hang.Stop()
+	var fire <-chan time.Time
+	if p.kill == killAfterDelay {
+		fire = time.After(p.killDelay)
+	}
+	events := w.events
+	for {
+		select {
+		case <-w.exited:
+			return false, "finished"
+		case <-hang.C:
+			return true, "hang"
+		case <-fire:
+			return true, p.kill
+		case n, ok := <-events:
+			if !ok {
+				events = nil
+			} else if p.kill == killAfterEvents && n >= p.killAt {
+				return true, p.kill
+			}
+		case tag, ok := <-marks:
+			if !ok {
+				marks = nil
+			} else if p.kill == killAfterMarker && tag == p.killTag && fire == nil {
+				fire = time.After(p.killDelay)
+			}
+		}
+	}
 }
