@@ -292,8 +292,10 @@ func (p *crashPlan) String() string {
 // FIFO (the marker kill point).
 type crashCmds struct{ marker, pids, fifo string }
 
+// The command goes on a little after reporting, so that marker kills
+// land inside the tool call as well as after it.
 func (c crashCmds) wrap(tag, body string) string {
-	return fmt.Sprintf("export %s; %s; echo %s > %s; echo %s done", c.marker, body, tag, c.fifo, tag)
+	return fmt.Sprintf("export %s; %s; echo %s > %s; sleep 0.05; echo %s done", c.marker, body, tag, c.fifo, tag)
 }
 
 // spawn is a body that starts a long sleep the way kind says and
