@@ -82,10 +82,16 @@ func (h *jobHub) running(id string) bool {
 	return false
 }
 
-// WaitJobs blocks until one of the session's background jobs ends and its
-// completion notice was delivered, and reports whether the notice woke
-// the agent (so the caller should run it again). It returns false at once
-// when the session owns no running job.
+// WaitJobs blocks until one of the session's background jobs ends with a
+// completion notice that woke the agent (so the caller should run it
+// again), or until the session owns no running job. It returns false at
+// once when the session owns no running job.
+//
+// A notice that did not wake the agent (injected into a busy agent's
+// next step, or skipped because it was already reported) does not end
+// the wait while other jobs still run: such deliveries are also buffered
+// while the agent runs, and returning on one would end a headless run
+// early and cancel the jobs still running.
 func (s *Session) WaitJobs(ctx context.Context) (woken bool, err error) {
 	h := s.jobs
 	id := s.Log.ID()
@@ -94,17 +100,22 @@ func (s *Session) WaitJobs(ctx context.Context) (woken bool, err error) {
 	h.mu.Unlock()
 	for ch != nil {
 		if !h.running(id) {
-			// Drain a delivery that raced with the last job's end.
-			select {
-			case d := <-ch:
-				return d == jobs.Woken, nil
-			default:
-				return false, nil
+			// Drain the deliveries that raced with the last job's end.
+			for {
+				select {
+				case d := <-ch:
+					woken = woken || d == jobs.Woken
+					continue
+				default:
+				}
+				return woken, nil
 			}
 		}
 		select {
 		case d := <-ch:
-			return d == jobs.Woken, nil
+			if d == jobs.Woken {
+				return true, nil
+			}
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}

@@ -5,6 +5,7 @@
 package sessiontest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/session"
@@ -32,72 +33,92 @@ func EventsOf[T any](t testing.TB, events []session.Event, typ string) []T {
 // the model made answered, and nothing for crash repair to close.
 func CheckBalanced(t testing.TB, events []session.Event) {
 	t.Helper()
+	if err := Check(events); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Check is [CheckBalanced] as a value: it returns the first violation of
+// the log invariants, or nil. Tests that examine many logs (the crash
+// test) use it to report every broken log instead of stopping at one.
+func Check(events []session.Event) error {
 	openTurn, openStep := false, false
 	calls := map[string]int{}
 	requested := map[string]bool{}
 	for i, e := range events {
 		if e.Seq != int64(i) {
-			t.Fatalf("seq %d at position %d", e.Seq, i)
+			return fmt.Errorf("seq %d at position %d", e.Seq, i)
 		}
 		if err := e.Validate(); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		switch e.Type {
 		case session.TypeTurnStart:
 			if openTurn {
-				t.Fatalf("seq %d: turn/start inside a turn", e.Seq)
+				return fmt.Errorf("seq %d: turn/start inside a turn", e.Seq)
 			}
 			openTurn = true
 		case session.TypeTurnEnd:
 			if !openTurn || openStep {
-				t.Fatalf("seq %d: unbalanced turn/end", e.Seq)
+				return fmt.Errorf("seq %d: unbalanced turn/end", e.Seq)
 			}
 			openTurn = false
 		case session.TypeStepStart:
 			if !openTurn || openStep {
-				t.Fatalf("seq %d: unbalanced step/start", e.Seq)
+				return fmt.Errorf("seq %d: unbalanced step/start", e.Seq)
 			}
 			openStep = true
 		case session.TypeStepEnd:
 			if !openStep {
-				t.Fatalf("seq %d: step/end without step/start", e.Seq)
+				return fmt.Errorf("seq %d: step/end without step/start", e.Seq)
 			}
 			openStep = false
 		case session.TypeAssistantMsg:
 			var am session.AssistantMessage
-			_ = e.Decode(&am)
+			if err := e.Decode(&am); err != nil {
+				return fmt.Errorf("seq %d: %w", e.Seq, err)
+			}
 			for _, c := range am.Message.ToolCalls() {
 				requested[c.ID] = true
 			}
 		case session.TypeToolCall:
 			var c session.ToolCall
-			_ = e.Decode(&c)
+			if err := e.Decode(&c); err != nil {
+				return fmt.Errorf("seq %d: %w", e.Seq, err)
+			}
 			if !requested[c.CallID] {
-				t.Fatalf("seq %d: tool/call %s the model never requested", e.Seq, c.CallID)
+				return fmt.Errorf("seq %d: tool/call %s the model never requested", e.Seq, c.CallID)
 			}
 			calls[c.CallID]++
 		case session.TypeToolResult:
 			var r session.ToolResult
-			_ = e.Decode(&r)
+			if err := e.Decode(&r); err != nil {
+				return fmt.Errorf("seq %d: %w", e.Seq, err)
+			}
 			if calls[r.CallID] != 1 {
-				t.Fatalf("seq %d: tool/result %s without exactly one tool/call", e.Seq, r.CallID)
+				code := ""
+				if r.Error != nil {
+					code = " (" + r.Error.Code + ")"
+				}
+				return fmt.Errorf("seq %d: tool/result %s%s without exactly one tool/call", e.Seq, r.CallID, code)
 			}
 			calls[r.CallID] = 2
 		}
 	}
 	if openTurn || openStep {
-		t.Fatal("log ends inside a turn or step")
+		return fmt.Errorf("log ends inside a turn or step")
 	}
 	for id, n := range calls {
 		if n != 2 {
-			t.Fatalf("tool call %s has no result", id)
+			return fmt.Errorf("tool call %s has no result", id)
 		}
 		delete(requested, id)
 	}
 	if len(requested) > 0 {
-		t.Fatalf("requested calls never logged: %v", requested)
+		return fmt.Errorf("requested calls never logged: %v", requested)
 	}
 	if cl := session.Closers(events); cl != nil {
-		t.Fatalf("balanced log still has closers: %+v", cl)
+		return fmt.Errorf("balanced log still has closers: %+v", cl)
 	}
+	return nil
 }
