@@ -175,10 +175,6 @@ type SessionOptions struct {
 	Approval string
 	// Human answers approval asks; nil when no one can answer.
 	Human permission.Answerer
-	// Observe, when set, sees every event appended from the moment the
-	// log is opened (the --json stream), including those the session
-	// wiring itself appends (permission choices).
-	Observe func(session.Event)
 }
 
 // Session is a wired agent over a live session log.
@@ -420,9 +416,6 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, erro
 		if err != nil {
 			return nil, err
 		}
-		if o.Observe != nil {
-			log.Observe(o.Observe)
-		}
 		// session/end-seed is the first live write of a resumed session,
 		// before anything the wiring appends.
 		if len(events) > 0 && events[len(events)-1].Type != session.TypeEndSeed {
@@ -451,11 +444,7 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, erro
 	if err := a.Store.Create(ctx, h); err != nil {
 		return nil, err
 	}
-	log, err := session.NewLog(h, nil, a.Store)
-	if err == nil && o.Observe != nil {
-		log.Observe(o.Observe)
-	}
-	return log, err
+	return session.NewLog(h, nil, a.Store)
 }
 
 func resolveCwd(cwd string) (string, error) {
