@@ -73,7 +73,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval}
+	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval, Holder: "dsh run"}
 	if r, w, closeTTY, ok := terminal(); ok {
 		defer closeTTY()
 		opts.Human = permission.NewTerminal(r, w)
@@ -82,6 +82,8 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	if err != nil {
 		return fail(stdio, err)
 	}
+	// Close flushes the log and releases the session lease.
+	defer sess.Close()
 	// The event stream (--json) and the subagent activity lines follow
 	// the log from their own goroutine, so a consumer that reads stdout
 	// slowly, or not at all, never stalls the agent; everything it has
@@ -117,7 +119,6 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 	}()
 
-	defer sess.Close()
 	sess.NoteHumanTurn()
 	if err := sess.Agent.Queue(agent.NewUserMessage(prompt)); err != nil {
 		return fail(stdio, err)
