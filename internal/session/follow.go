@@ -12,10 +12,24 @@ import (
 // missed, at most a bounded batch at a time. A Follower is used by one
 // goroutine.
 type Follower struct {
-	l    *Log
-	wake chan struct{} // one token: "the log grew since you last looked"
-	next int64         // guarded by l.mu; seq of the next event to read
-	done bool          // guarded by l.mu
+	l      *Log
+	wake   chan struct{} // one token: "the log grew since you last looked"
+	next   int64         // guarded by l.mu; seq of the next event to read
+	done   bool          // guarded by l.mu
+	window int64         // guarded by l.mu; > 0 makes the follower lossy
+}
+
+// FellBehindError is what [Follower.Next] returns to a lossy follower
+// (see [Follower.Lossy]) that lagged too far: the events from From up to
+// To (exclusive) were skipped, and the next call continues at To.
+type FellBehindError struct {
+	SessionID string
+	From, To  int64
+}
+
+// Error implements error.
+func (e *FellBehindError) Error() string {
+	return fmt.Sprintf("session %s: fell behind; skipped events %d to %d", e.SessionID, e.From, e.To-1)
 }
 
 // Follow returns a follower that reads the events from seq from on
@@ -28,6 +42,18 @@ func (l *Log) Follow(from int64) *Follower {
 		l.followers = map[*Follower]struct{}{}
 	}
 	l.followers[f] = struct{}{}
+	return f
+}
+
+// Lossy makes the follower skip ahead when it lags more than window
+// events behind, for consumers that want the recent events rather than
+// all of them (a live view): Next then reports the skip once with a
+// *[FellBehindError] and continues with the newest window events. It
+// returns f.
+func (f *Follower) Lossy(window int) *Follower {
+	f.l.mu.Lock()
+	defer f.l.mu.Unlock()
+	f.window = int64(max(window, 0))
 	return f
 }
 
@@ -44,7 +70,8 @@ func (f *Follower) wakeLocked() {
 // (limit <= 0 means 256), waiting until there is at least one. Once ctx
 // is done it still returns what is already in the log, and returns
 // ctx's error only when nothing is left to read, so a consumer drains
-// the log by calling Next with a cancelled context until it fails.
+// the log by calling Next with a cancelled context until it fails. A
+// lossy follower may get a *[FellBehindError] instead of events.
 func (f *Follower) Next(ctx context.Context, limit int) ([]Event, error) {
 	if limit <= 0 {
 		limit = 256
@@ -55,7 +82,14 @@ func (f *Follower) Next(ctx context.Context, limit int) ([]Event, error) {
 			f.l.mu.Unlock()
 			return nil, fmt.Errorf("session %s: follower closed", f.l.header.ID)
 		}
-		if n := int64(len(f.l.events)); f.next < n {
+		n := int64(len(f.l.events))
+		if f.window > 0 && n-f.next > f.window {
+			skipped := &FellBehindError{SessionID: f.l.header.ID, From: f.next, To: n - f.window}
+			f.next = skipped.To
+			f.l.mu.Unlock()
+			return nil, skipped
+		}
+		if f.next < n {
 			end := min(n, f.next+int64(limit))
 			out := append([]Event(nil), f.l.events[f.next:end]...)
 			f.next = end

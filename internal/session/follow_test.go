@@ -246,3 +246,32 @@ func TestFollowerWakesAndCloses(t *testing.T) {
 		t.Fatal("closed follower still registered")
 	}
 }
+
+// TestLossyFollowerIsToldItFellBehind: a lossy follower that lags more
+// than its window skips to the newest events and is told what it missed.
+func TestLossyFollowerIsToldItFellBehind(t *testing.T) {
+	l, _ := NewLog(Header{ID: "s"}, nil, nil)
+	f := l.Follow(0).Lossy(10)
+	defer f.Close()
+	for range 100 {
+		if _, err := l.Append(TypeAssistantChunk, map[string]any{"delta": "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := f.Next(t.Context(), 0)
+	var behind *FellBehindError
+	if !errors.As(err, &behind) || behind.From != 0 || behind.To != 90 {
+		t.Fatalf("Next = %v, want a skip of 0..89", err)
+	}
+	batch, err := f.Next(t.Context(), 0)
+	if err != nil || len(batch) != 10 || batch[0].Seq != 90 || batch[9].Seq != 99 {
+		t.Fatalf("after the skip: %d events, %v", len(batch), err)
+	}
+	// Within its window it loses nothing.
+	if _, err := l.Append(TypeAssistantChunk, map[string]any{"delta": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if batch, err := f.Next(t.Context(), 0); err != nil || len(batch) != 1 || batch[0].Seq != 100 {
+		t.Fatalf("next: %v, %v", batch, err)
+	}
+}
