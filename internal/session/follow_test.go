@@ -134,7 +134,9 @@ func TestObserversOutsideLockInOrder(t *testing.T) {
 func TestObserverPanicLeavesLogUsable(t *testing.T) {
 	l, _ := NewLog(Header{ID: "s"}, nil, nil)
 	boom := true
-	l.Observe(func(Event) {
+	var seen []int64
+	l.Observe(func(e Event) {
+		seen = append(seen, e.Seq)
 		if boom {
 			boom = false
 			panic("observer")
@@ -155,6 +157,9 @@ func TestObserverPanicLeavesLogUsable(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("append after an observer panic hangs")
+	}
+	if len(seen) != 2 || seen[0] != 0 || seen[1] != 1 {
+		t.Fatalf("observer saw %v, want each event once", seen)
 	}
 }
 

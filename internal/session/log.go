@@ -191,10 +191,19 @@ func (l *Log) deliverLocked(seq int64) {
 		return
 	}
 	l.delivering = true
-	// Reset even if an observer panics, so that the log stays usable.
 	defer func() {
+		// An observer that panics does not wedge the log: the event it
+		// failed on counts as delivered (no observer gets it twice) and
+		// the next appender takes over the delivery.
+		r := recover()
+		if r != nil {
+			l.nextDeliver++
+		}
 		l.delivering = false
 		l.delivered.Broadcast()
+		if r != nil {
+			panic(r)
+		}
 	}()
 	for l.nextDeliver < int64(len(l.events)) {
 		e, obs := l.events[l.nextDeliver], l.observers
