@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/cli"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/session/sessiontest"
 )
 
@@ -89,6 +90,16 @@ func TestResumeBusySessionAndTakeoverAfterKill(t *testing.T) {
 	}
 	_, events, _ := exportEvents(t, e, sid)
 	sessiontest.CheckBalanced(t, events)
+	// The killed holder's open turn was closed by the repair.
+	interrupted := 0
+	for _, te := range sessiontest.EventsOf[session.TurnEnd](t, events, session.TypeTurnEnd) {
+		if te.Reason.Kind == session.EndInterrupted {
+			interrupted++
+		}
+	}
+	if interrupted != 1 {
+		t.Errorf("%d interrupted turns after the takeover, want 1", interrupted)
+	}
 
 	// The clean exit released the lease: the session resumes at once.
 	e.srv.Enqueue(llmtest.Response{Text: "again"})
