@@ -175,10 +175,9 @@ type SessionOptions struct {
 	Approval string
 	// Human answers approval asks; nil when no one can answer.
 	Human permission.Answerer
-	// Observe, when set, sees every event appended from the moment the
-	// log is opened (the --json stream), including those the session
-	// wiring itself appends (permission choices).
-	Observe func(session.Event)
+	// Holder says what holds the session's lease while it is open ("dsh
+	// run"), for the message a second process gets; "" means "dsh".
+	Holder string
 }
 
 // Session is a wired agent over a live session log.
@@ -198,6 +197,9 @@ type Session struct {
 	jobs    *jobHub
 	live    *live
 	manager *subagent.Manager
+	// lease is the session lease this process holds (nil for children,
+	// which their parent's process writes).
+	lease *sqlite.Lease
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -225,13 +227,18 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	log, err := a.openLog(ctx, o)
+	log, lease, err := a.openLog(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	return a.wire(ctx, log, route, effort, wiring{
+	s, err := a.wire(ctx, log, route, effort, wiring{
 		human: o.Human, permPreset: o.Permission, approval: o.Approval,
 	})
+	if err != nil {
+		return nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
+	}
+	s.lease = lease
+	return s, nil
 }
 
 // route resolves a model spec and effort against the profile defaults.
@@ -393,69 +400,98 @@ func newMessageID() string {
 	return id.String()
 }
 
-// openLog creates a new session or loads (and repairs) one to resume.
-func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, error) {
+// openLog creates a new session or loads (and repairs) one to resume,
+// holding its lease: a session another live process holds fails with a
+// *sqlite.BusyError, and one whose holder was killed is taken over and
+// repaired. The caller releases the lease.
+func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, *sqlite.Lease, error) {
+	holder := o.Holder
+	if holder == "" {
+		holder = "dsh"
+	}
 	id := o.ResumeID
 	if o.Continue && id == "" {
 		cwd, err := resolveCwd(o.Cwd)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if id, err = a.latestSession(ctx, cwd); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if id != "" {
-		h, events, err := a.Store.Load(ctx, id)
+		lease, err := a.Store.Acquire(ctx, id, holder)
 		if err != nil {
-			return nil, fmt.Errorf("resume %s: %w", id, err)
-		}
-		if h.AgentPreset == "" {
-			h.AgentPreset = DefaultPreset
-		}
-		if o.Preset != "" && o.Preset != h.AgentPreset {
-			return nil, &ConfigError{fmt.Errorf("session %s uses agent preset %s; a resumed session keeps its preset", id, h.AgentPreset)}
-		}
-		log, err := session.NewLog(h, events, a.Store)
-		if err != nil {
-			return nil, err
-		}
-		if o.Observe != nil {
-			log.Observe(o.Observe)
-		}
-		// session/end-seed is the first live write of a resumed session,
-		// before anything the wiring appends.
-		if len(events) > 0 && events[len(events)-1].Type != session.TypeEndSeed {
-			if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
-				return nil, err
+			var busy *sqlite.BusyError
+			if errors.As(err, &busy) {
+				return nil, nil, err
 			}
+			return nil, nil, fmt.Errorf("resume %s: %w", id, err)
 		}
-		return log, nil
+		log, err := a.resumeLog(ctx, o, lease)
+		if err != nil {
+			return nil, nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
+		}
+		return log, lease, nil
 	}
 	cwd, err := resolveCwd(o.Cwd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	preset := o.Preset
 	if preset == "" {
 		preset = DefaultPreset
 	}
 	if _, ok := a.presets()[preset]; !ok {
-		return nil, &ConfigError{fmt.Errorf("unknown agent preset %q", preset)}
+		return nil, nil, &ConfigError{fmt.Errorf("unknown agent preset %q", preset)}
 	}
 	sid, err := uuid.NewV7()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset}
 	if err := a.Store.Create(ctx, h); err != nil {
+		return nil, nil, err
+	}
+	lease, err := a.Store.Acquire(ctx, h.ID, holder)
+	if err != nil {
+		return nil, nil, err
+	}
+	log, err := session.NewLog(h, nil, lease)
+	if err != nil {
+		return nil, nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
+	}
+	return log, lease, nil
+}
+
+// resumeLog loads and repairs a leased session and opens its live log.
+func (a *App) resumeLog(ctx context.Context, o SessionOptions, lease *sqlite.Lease) (*session.Log, error) {
+	id := lease.SessionID()
+	if prev, took := lease.TookOverFrom(); took {
+		fmt.Fprintf(os.Stderr, "dsh: session %s was left by %s (pid %d on %s), which stopped without releasing it; taking it over\n", id, prev.Label, prev.PID, prev.Host)
+	}
+	h, events, err := lease.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", id, err)
+	}
+	if h.AgentPreset == "" {
+		h.AgentPreset = DefaultPreset
+	}
+	if o.Preset != "" && o.Preset != h.AgentPreset {
+		return nil, &ConfigError{fmt.Errorf("session %s uses agent preset %s; a resumed session keeps its preset", id, h.AgentPreset)}
+	}
+	log, err := session.NewLog(h, events, lease)
+	if err != nil {
 		return nil, err
 	}
-	log, err := session.NewLog(h, nil, a.Store)
-	if err == nil && o.Observe != nil {
-		log.Observe(o.Observe)
+	// session/end-seed is the first live write of a resumed session,
+	// before anything the wiring appends.
+	if len(events) > 0 && events[len(events)-1].Type != session.TypeEndSeed {
+		if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
+			return nil, err
+		}
 	}
-	return log, err
+	return log, nil
 }
 
 func resolveCwd(cwd string) (string, error) {

@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/jobs"
@@ -127,11 +130,23 @@ func (s *Session) WaitJobs(ctx context.Context) (woken bool, err error) {
 // background job notices.
 func (s *Session) NoteHumanTurn() { s.jobs.notifier.NoteHumanTurn(s.Log.ID()) }
 
-// Close releases the session: its background jobs are cancelled and its
-// log is no longer reachable by delegation tools.
+// Close releases the session: its background jobs are cancelled, its log
+// is no longer reachable by delegation tools, and, for a session this
+// process holds the lease of, what is still pending is flushed and the
+// lease released, so another process can resume it at once.
 func (s *Session) Close() {
 	s.jobs.detach(s.Log.ID())
 	if s.live != nil {
 		s.live.remove(s.Log.ID())
+	}
+	if s.lease != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Log.Flush(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "dsh: %v\n", err)
+		}
+		if err := s.lease.Release(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "dsh: %v\n", err)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package cli implements dsh's command line: run, sessions and version.
 // Commands parse flags, call the composition root (internal/app) and map
 // outcomes to exit codes: 0 success, 1 a failed turn or command, 2 usage
-// or configuration errors, 130 after an interrupt.
+// or configuration errors, 75 a session in use by another process
+// (SESSION_BUSY; retry later), 130 after an interrupt.
 package cli
 
 import (
@@ -13,13 +14,17 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/internal/app"
+	"github.com/dsh-dev/dsh/internal/store/sqlite"
 )
 
 // Exit codes.
 const (
-	ExitOK          = 0
-	ExitFailed      = 1
-	ExitUsage       = 2
+	ExitOK     = 0
+	ExitFailed = 1
+	ExitUsage  = 2
+	// ExitBusy is a session whose lease another live process holds
+	// (SESSION_BUSY): a temporary failure, as sysexits' EX_TEMPFAIL.
+	ExitBusy        = 75
 	ExitInterrupted = 130
 )
 
@@ -114,6 +119,9 @@ func fail(stdio IO, err error) int {
 	var ce *app.ConfigError
 	if errors.As(err, &ce) {
 		return ExitUsage
+	}
+	if errors.Is(err, sqlite.ErrBusy) {
+		return ExitBusy
 	}
 	return ExitFailed
 }

@@ -25,10 +25,11 @@ func compactCmd(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	sess, err := a.OpenSession(ctx, app.SessionOptions{Model: *model, ResumeID: pos[0]})
+	sess, err := a.OpenSession(ctx, app.SessionOptions{Model: *model, ResumeID: pos[0], Holder: "dsh compact"})
 	if err != nil {
 		return fail(stdio, err)
 	}
+	defer sess.Close()
 	if sess.Compactor == nil {
 		return fail(stdio, &app.ConfigError{Err: fmt.Errorf("compaction is disabled in the profile")})
 	}

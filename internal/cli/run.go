@@ -73,26 +73,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval}
-	var out *bufio.Writer
-	var outMu sync.Mutex
-	var enc *json.Encoder
-	if *asJSON {
-		out = bufio.NewWriterSize(stdio.Stdout, 64<<10)
-		enc = json.NewEncoder(out)
-	}
-	labels := map[string]string{} // runId → label, under outMu
-	opts.Observe = func(e session.Event) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		if enc != nil {
-			_ = enc.Encode(e)
-			if e.Type != session.TypeAssistantChunk {
-				_ = out.Flush()
-			}
-		}
-		childActivity(stdio, e, labels)
-	}
+	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval, Holder: "dsh run"}
 	if r, w, closeTTY, ok := terminal(); ok {
 		defer closeTTY()
 		opts.Human = permission.NewTerminal(r, w)
@@ -101,6 +82,19 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	if err != nil {
 		return fail(stdio, err)
 	}
+	// Close flushes the log and releases the session lease.
+	defer sess.Close()
+	// The event stream (--json) and the subagent activity lines follow
+	// the log from their own goroutine, so a consumer that reads stdout
+	// slowly, or not at all, never stalls the agent; everything it has
+	// not read yet stays in the log, so the stream is complete and in
+	// order once it catches up.
+	var out *bufio.Writer
+	if *asJSON {
+		out = bufio.NewWriterSize(stdio.Stdout, 64<<10)
+	}
+	finishStream := streamEvents(sess.Log, out, stdio)
+	defer finishStream()
 
 	// First interrupt cancels the turn cleanly; a second exits at once.
 	sigs := make(chan os.Signal, 2)
@@ -125,7 +119,6 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 	}()
 
-	defer sess.Close()
 	sess.NoteHumanTurn()
 	if err := sess.Agent.Queue(agent.NewUserMessage(prompt)); err != nil {
 		return fail(stdio, err)
@@ -183,11 +176,11 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	} else if res.Reason.Failure != nil {
 		errText = res.Reason.Failure.Error()
 	}
+	// run/result comes after every event of the run.
+	finishStream()
 	if *asJSON {
-		outMu.Lock()
 		_ = json.NewEncoder(out).Encode(RunResult{Type: "run/result", SessionID: sess.Log.ID(), Status: status, Text: res.Text, Usage: res.Usage, Error: errText})
 		_ = out.Flush()
-		outMu.Unlock()
 	} else if res.Text != "" {
 		fmt.Fprintln(stdio.Stdout, res.Text)
 	}
@@ -198,6 +191,49 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	fmt.Fprintf(stdio.Stderr, "session %s\n", sess.Log.ID())
 	return exit
+}
+
+// streamEvents starts the goroutine that follows log from its first live
+// event: each event goes to out as a JSON line (when out is set) and
+// through childActivity. The returned finish stops it after it has
+// written every event appended so far and waits for it; it is idempotent.
+func streamEvents(log *session.Log, out *bufio.Writer, stdio IO) (finish func()) {
+	f := log.Follow(log.FirstLiveSeq())
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var enc *json.Encoder
+		if out != nil {
+			enc = json.NewEncoder(out)
+		}
+		labels := map[string]string{} // runId → label
+		for {
+			// Once stopped, Next still returns what is left and fails
+			// only when the stream has caught up with the log.
+			batch, err := f.Next(ctx, 256)
+			if err != nil {
+				return
+			}
+			for _, e := range batch {
+				if enc != nil {
+					_ = enc.Encode(e)
+				}
+				childActivity(stdio, e, labels)
+			}
+			if out != nil {
+				_ = out.Flush()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			stop()
+			<-done
+			f.Close()
+		})
+	}
 }
 
 // childActivity prints one stderr line per subagent start and end, so a

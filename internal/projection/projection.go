@@ -127,10 +127,9 @@ func (r *Registry) AttachFrom(log *session.Log, from map[string]Checkpoint) *Pro
 	}
 	// Observe before reading the events: an append racing with Attach is
 	// then seen twice (buffered and in Events) rather than never, and the
-	// watermark drops the duplicate. The initial fold must not hold p.mu
-	// while calling into the log, because the observer is called under
-	// the log's lock and takes p.mu: holding both in the other order
-	// would deadlock.
+	// watermark drops the duplicate. The log is read before p.mu is
+	// taken, so that no projection lock is ever held while calling into
+	// the log.
 	log.Observe(p.observe)
 	events := log.Events()
 	p.mu.Lock()

@@ -28,24 +28,48 @@ const (
 // It is safe for concurrent use. Appends are assigned contiguous seqs and
 // become visible to observers immediately; they reach the sink in batches
 // and at every [Log.Flush].
+//
+// Nothing slow runs under the log's lock: observers are called and the
+// sink is written after it is released, so readers (Events, Messages) and
+// other appenders never wait on a callback or on I/O. Consumers that do
+// I/O (a JSON stream on stdout) read the log by seq from their own
+// goroutine through a [Follower] instead of observing it, so a consumer
+// that stalls never stalls an appender.
 type Log struct {
 	mu        sync.Mutex
+	delivered *sync.Cond // on mu; broadcast as each event reaches every observer
 	header    Header
 	events    []Event       // guarded by mu
 	surface   []llm.Message // guarded by mu; derived model history
 	nodeSeqs  []int64       // guarded by mu; the event seq behind each surface node
 	pending   []Event       // guarded by mu; not yet in the sink
 	pendingAt time.Time     // guarded by mu; time of the oldest pending event
-	observers []func(Event) // guarded by mu
+	observers []observer    // guarded by mu; append-only, so a copied header stays valid
+	// nextDeliver is the seq of the next event to hand to the observers;
+	// delivering is set while one appender does so (outside the lock).
+	nextDeliver int64                  // guarded by mu
+	delivering  bool                   // guarded by mu
+	followers   map[*Follower]struct{} // guarded by mu
+	// flushTok is held (a value in the channel) by the one sink write in
+	// flight, so that batches reach the sink in seq order without a lock
+	// held across the write.
+	flushTok  chan struct{}
 	sink      Sink
 	now       func() time.Time
 	firstLive int64
 }
 
+type observer struct {
+	fn   func(Event)
+	from int64 // the first seq this observer sees
+}
+
 // NewLog returns a live log continuing seed (events already durable in the
 // sink, e.g. a resumed session). sink may be nil for an ephemeral log.
 func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
-	l := &Log{header: h, sink: sink, now: time.Now, firstLive: int64(len(seed))}
+	l := &Log{header: h, sink: sink, now: time.Now, firstLive: int64(len(seed)),
+		nextDeliver: int64(len(seed)), flushTok: make(chan struct{}, 1)}
+	l.delivered = sync.NewCond(&l.mu)
 	for i, e := range seed {
 		if e.Seq != int64(i) {
 			return nil, &FormatError{SessionID: h.ID, Seq: e.Seq, Reason: fmt.Sprintf("seq %d at position %d", e.Seq, i)}
@@ -67,11 +91,15 @@ func (l *Log) ID() string { return l.header.ID }
 // FirstLiveSeq is the seq of the first event appended by this process.
 func (l *Log) FirstLiveSeq() int64 { return l.firstLive }
 
-// Observe registers fn to be called, in seq order and under the log's
-// lock, for every event appended after this call. fn must not append.
+// Observe registers fn to be called for every event appended after this
+// call, in seq order, one event at a time, before the Append of that
+// event returns. fn runs outside the log's lock (it may read the log) but
+// on the appender's goroutine, and appenders wait for it: it must be
+// quick, in-memory work (projections, meters) and must not append or
+// block. Anything that does I/O follows the log with [Log.Follow].
 func (l *Log) Observe(fn func(Event)) {
 	l.mu.Lock()
-	l.observers = append(l.observers, fn)
+	l.observers = append(l.observers, observer{fn: fn, from: int64(len(l.events))})
 	l.mu.Unlock()
 }
 
@@ -104,6 +132,27 @@ func (l *Log) Append(typ string, data any, opts ...AppendOption) (Event, error) 
 	if IsSurfaceType(typ) && e.SurfaceOp == nil {
 		e.SurfaceOp = Append
 	}
+	due, err := l.appendAndDeliver(&e)
+	if err != nil {
+		return Event{}, err
+	}
+	if due {
+		// An opportunistic flush never waits for one in flight, which
+		// will be followed by another; a failed one keeps the events
+		// pending and the next explicit Flush reports the error.
+		select {
+		case l.flushTok <- struct{}{}:
+			_ = l.flushHeld(context.Background())
+			<-l.flushTok
+		default:
+		}
+	}
+	return e, nil
+}
+
+// appendAndDeliver numbers e, appends it and hands it to the observers.
+// It reports whether the pending batch is due for the sink.
+func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e.Seq = int64(len(l.events))
@@ -111,25 +160,68 @@ func (l *Log) Append(typ string, data any, opts ...AppendOption) (Event, error) 
 	// Data from encodeData is lossless: checked if raw, produced by
 	// encoding/json otherwise.
 	if err := e.validateEnvelope(); err != nil {
-		return Event{}, fmt.Errorf("append: %w", err)
+		return false, fmt.Errorf("append: %w", err)
 	}
-	if err := l.foldSurfaceLocked(e); err != nil {
-		return Event{}, err
+	if err := l.foldSurfaceLocked(*e); err != nil {
+		return false, err
 	}
-	l.events = append(l.events, e)
+	l.events = append(l.events, *e)
 	if len(l.pending) == 0 {
 		l.pendingAt = l.now()
 	}
-	l.pending = append(l.pending, e)
-	for _, fn := range l.observers {
-		fn(e)
+	l.pending = append(l.pending, *e)
+	for f := range l.followers {
+		f.wakeLocked()
 	}
-	if len(l.pending) >= flushEvery || l.now().Sub(l.pendingAt) >= flushAfter {
-		// A failed opportunistic flush keeps the events pending; the next
-		// explicit Flush reports the error.
-		_ = l.flushLocked(context.Background())
+	flushDue = len(l.pending) >= flushEvery || l.now().Sub(l.pendingAt) >= flushAfter
+	l.deliverLocked(e.Seq)
+	return flushDue, nil
+}
+
+// deliverLocked returns once every observer has seen the event at seq.
+// One appender at a time delivers, in seq order, every event not yet
+// delivered; the others wait for it. The lock is released around each
+// callback.
+func (l *Log) deliverLocked(seq int64) {
+	for l.delivering && l.nextDeliver <= seq {
+		l.delivered.Wait()
 	}
-	return e, nil
+	if l.nextDeliver > seq || len(l.observers) == 0 {
+		l.nextDeliver = max(l.nextDeliver, seq+1)
+		return
+	}
+	l.delivering = true
+	defer func() {
+		// An observer that panics does not wedge the log: the event it
+		// failed on counts as delivered (no observer gets it twice) and
+		// the next appender takes over the delivery.
+		r := recover()
+		if r != nil {
+			l.nextDeliver++
+		}
+		l.delivering = false
+		l.delivered.Broadcast()
+		if r != nil {
+			panic(r)
+		}
+	}()
+	for l.nextDeliver < int64(len(l.events)) {
+		e, obs := l.events[l.nextDeliver], l.observers
+		l.callOutside(obs, e)
+		l.nextDeliver++
+		l.delivered.Broadcast()
+	}
+}
+
+// callOutside calls the observers registered before e, without the lock.
+func (l *Log) callOutside(obs []observer, e Event) {
+	l.mu.Unlock()
+	defer l.mu.Lock()
+	for _, o := range obs {
+		if e.Seq >= o.from {
+			o.fn(e)
+		}
+	}
 }
 
 func encodeData(data any) (json.RawMessage, error) {
@@ -145,22 +237,35 @@ func encodeData(data any) (json.RawMessage, error) {
 	return json.Marshal(data)
 }
 
-// Flush writes every pending event to the sink.
+// Flush writes every pending event to the sink. It waits (bounded by
+// ctx) for a write already in flight, then writes what is still pending;
+// the log's lock is not held during the write.
 func (l *Log) Flush(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.flushLocked(ctx)
+	select {
+	case l.flushTok <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("flush session %s: %w", l.header.ID, context.Cause(ctx))
+	}
+	defer func() { <-l.flushTok }()
+	return l.flushHeld(ctx)
 }
 
-func (l *Log) flushLocked(ctx context.Context) error {
-	if l.sink == nil || len(l.pending) == 0 {
-		l.pending = l.pending[:0]
+// flushHeld writes the pending batch; the caller holds flushTok.
+func (l *Log) flushHeld(ctx context.Context) error {
+	l.mu.Lock()
+	batch, at := l.pending, l.pendingAt
+	l.pending = nil
+	l.mu.Unlock()
+	if l.sink == nil || len(batch) == 0 {
 		return nil
 	}
-	if err := l.sink.Append(ctx, l.header.ID, l.pending); err != nil {
+	if err := l.sink.Append(ctx, l.header.ID, batch); err != nil {
+		// Put the batch back in front of what was appended meanwhile.
+		l.mu.Lock()
+		l.pending, l.pendingAt = append(batch, l.pending...), at
+		l.mu.Unlock()
 		return fmt.Errorf("flush session %s: %w", l.header.ID, err)
 	}
-	l.pending = l.pending[:0]
 	return nil
 }
 

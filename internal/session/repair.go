@@ -12,12 +12,16 @@ const (
 	CodeToolNotStarted     = "TOOL_NOT_STARTED"
 )
 
-// Closers returns the events that close a log left open by a crash: a
-// tool/result for every call of the open step that has none
-// (TOOL_OUTCOME_UNKNOWN when its tool/call was logged, so it may have run;
-// TOOL_NOT_STARTED when it never started), then step/end and turn/end
-// {interrupted}. The events carry seq and time following the log's last
-// event. A balanced log gets nil. Repair never removes anything.
+// Closers returns the events that close a log left open by a crash, with
+// the same pairing the live path keeps: for every call of the open step
+// that has no tool/result, in model order, a tool/result
+// (TOOL_OUTCOME_UNKNOWN when its tool/call was logged, so it may have
+// run), or a tool/call followed by its tool/result (TOOL_NOT_STARTED when
+// it never started, as the live path's ABORTED_BEFORE_DISPATCH pair);
+// then step/end and turn/end {interrupted}. Every tool/result of the
+// repaired log therefore has exactly one tool/call before it. The events
+// carry seq and time following the log's last event. A balanced log gets
+// nil. Repair never removes anything.
 func Closers(events []Event) []Event {
 	turn, step := -1, -1
 	var stepOpen bool
@@ -80,6 +84,8 @@ func Closers(events []Event) []Event {
 			code, text := CodeToolNotStarted, "Error: the session stopped before this tool call started; it did not run."
 			if logged[c.ID] {
 				code, text = CodeToolOutcomeUnknown, "Error: the session stopped while this tool call was running; its outcome is unknown. Retry it only if it is idempotent, after checking its effects."
+			} else {
+				add(TypeToolCall, ToolCall{Turn: turn, Step: step, CallID: c.ID, Name: c.Name, Arguments: c.Arguments})
 			}
 			add(TypeToolResult, ToolResult{
 				Turn: turn, Step: step, CallID: c.ID, Name: c.Name,

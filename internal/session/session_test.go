@@ -225,14 +225,19 @@ func TestClosers(t *testing.T) {
 		var kinds []string
 		for _, e := range cl {
 			k := e.Type
-			if e.Type == TypeToolResult {
+			switch e.Type {
+			case TypeToolResult:
 				var tr ToolResult
 				_ = e.Decode(&tr)
 				k += ":" + tr.CallID + ":" + tr.Error.Code
+			case TypeToolCall:
+				var tc ToolCall
+				_ = e.Decode(&tc)
+				k += ":" + tc.CallID + ":" + tc.Arguments
 			}
 			kinds = append(kinds, k)
 		}
-		want := "tool/result:c2:TOOL_OUTCOME_UNKNOWN,tool/result:c3:TOOL_NOT_STARTED,step/end,turn/end"
+		want := "tool/result:c2:TOOL_OUTCOME_UNKNOWN,tool/call:c3:{},tool/result:c3:TOOL_NOT_STARTED,step/end,turn/end"
 		if strings.Join(kinds, ",") != want {
 			t.Errorf("closers = %v\nwant %s", kinds, want)
 		}

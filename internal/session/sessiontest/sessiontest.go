@@ -1,7 +1,8 @@
 // Package sessiontest has test helpers for session logs: decoding events
 // of one type and asserting the log invariants (contiguous seq, paired
-// turns and steps, exactly one result per requested tool call, nothing
-// for crash repair to close).
+// turns and steps, each tool/result paired with exactly one tool/call
+// before it and each tool/call with exactly one result, nothing for crash
+// repair to close).
 package sessiontest
 
 import (
@@ -29,8 +30,9 @@ func EventsOf[T any](t testing.TB, events []session.Event, typ string) []T {
 }
 
 // CheckBalanced asserts the log invariants: contiguous seq, paired turns
-// and steps, exactly one tool/result after each tool/call, every tool call
-// the model made answered, and nothing for crash repair to close.
+// and steps, the call/result pairing of [CheckPairing], every tool call
+// the model made logged and answered, and nothing for crash repair to
+// close.
 func CheckBalanced(t testing.TB, events []session.Event) {
 	t.Helper()
 	if err := Check(events); err != nil {
@@ -43,8 +45,6 @@ func CheckBalanced(t testing.TB, events []session.Event) {
 // test) use it to report every broken log instead of stopping at one.
 func Check(events []session.Event) error {
 	openTurn, openStep := false, false
-	calls := map[string]int{}
-	requested := map[string]bool{}
 	for i, e := range events {
 		if e.Seq != int64(i) {
 			return fmt.Errorf("seq %d at position %d", e.Seq, i)
@@ -73,52 +73,99 @@ func Check(events []session.Event) error {
 				return fmt.Errorf("seq %d: step/end without step/start", e.Seq)
 			}
 			openStep = false
-		case session.TypeAssistantMsg:
-			var am session.AssistantMessage
-			if err := e.Decode(&am); err != nil {
-				return fmt.Errorf("seq %d: %w", e.Seq, err)
-			}
-			for _, c := range am.Message.ToolCalls() {
-				requested[c.ID] = true
-			}
-		case session.TypeToolCall:
-			var c session.ToolCall
-			if err := e.Decode(&c); err != nil {
-				return fmt.Errorf("seq %d: %w", e.Seq, err)
-			}
-			if !requested[c.CallID] {
-				return fmt.Errorf("seq %d: tool/call %s the model never requested", e.Seq, c.CallID)
-			}
-			calls[c.CallID]++
-		case session.TypeToolResult:
-			var r session.ToolResult
-			if err := e.Decode(&r); err != nil {
-				return fmt.Errorf("seq %d: %w", e.Seq, err)
-			}
-			if calls[r.CallID] != 1 {
-				code := ""
-				if r.Error != nil {
-					code = " (" + r.Error.Code + ")"
-				}
-				return fmt.Errorf("seq %d: tool/result %s%s without exactly one tool/call", e.Seq, r.CallID, code)
-			}
-			calls[r.CallID] = 2
 		}
 	}
 	if openTurn || openStep {
 		return fmt.Errorf("log ends inside a turn or step")
 	}
-	for id, n := range calls {
-		if n != 2 {
-			return fmt.Errorf("tool call %s has no result", id)
-		}
-		delete(requested, id)
+	unanswered, unlogged, err := pairing(events)
+	if err != nil {
+		return err
 	}
-	if len(requested) > 0 {
-		return fmt.Errorf("requested calls never logged: %v", requested)
+	if len(unanswered) > 0 {
+		return fmt.Errorf("tool calls without a result: %v", unanswered)
+	}
+	if len(unlogged) > 0 {
+		return fmt.Errorf("requested calls never logged: %v", unlogged)
 	}
 	if cl := session.Closers(events); cl != nil {
 		return fmt.Errorf("balanced log still has closers: %+v", cl)
 	}
 	return nil
+}
+
+// CheckPairing asserts the call/result pairing every consumer relies on,
+// in both directions, on any log (a crashed prefix included): every
+// tool/call names a call the model requested and is the only tool/call
+// of that id; every tool/result has exactly one tool/call before it, in
+// the same turn and step, and is the only result of that id. It returns
+// the ids of tool/calls that have no result yet and of requested calls
+// with no tool/call, which a balanced log must not have.
+func CheckPairing(t testing.TB, events []session.Event) (unanswered, unlogged []string) {
+	t.Helper()
+	unanswered, unlogged, err := pairing(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unanswered, unlogged
+}
+
+// pairing is [CheckPairing] as a value, for [Check].
+func pairing(events []session.Event) (unanswered, unlogged []string, err error) {
+	type ref struct{ turn, step int }
+	requested := map[string]bool{}
+	var order []string // requested ids in model order
+	called := map[string]ref{}
+	answered := map[string]bool{}
+	for _, e := range events {
+		switch e.Type {
+		case session.TypeAssistantMsg:
+			var am session.AssistantMessage
+			if err := e.Decode(&am); err != nil {
+				return nil, nil, fmt.Errorf("seq %d: %w", e.Seq, err)
+			}
+			for _, c := range am.Message.ToolCalls() {
+				if !requested[c.ID] {
+					order = append(order, c.ID)
+				}
+				requested[c.ID] = true
+			}
+		case session.TypeToolCall:
+			var c session.ToolCall
+			if err := e.Decode(&c); err != nil {
+				return nil, nil, fmt.Errorf("seq %d: %w", e.Seq, err)
+			}
+			if !requested[c.CallID] {
+				return nil, nil, fmt.Errorf("seq %d: tool/call %s the model never requested", e.Seq, c.CallID)
+			}
+			if _, dup := called[c.CallID]; dup {
+				return nil, nil, fmt.Errorf("seq %d: second tool/call %s", e.Seq, c.CallID)
+			}
+			called[c.CallID] = ref{c.Turn, c.Step}
+		case session.TypeToolResult:
+			var r session.ToolResult
+			if err := e.Decode(&r); err != nil {
+				return nil, nil, fmt.Errorf("seq %d: %w", e.Seq, err)
+			}
+			at, ok := called[r.CallID]
+			if !ok {
+				return nil, nil, fmt.Errorf("seq %d: tool/result %s without a tool/call before it", e.Seq, r.CallID)
+			}
+			if answered[r.CallID] {
+				return nil, nil, fmt.Errorf("seq %d: second tool/result %s", e.Seq, r.CallID)
+			}
+			if at != (ref{r.Turn, r.Step}) {
+				return nil, nil, fmt.Errorf("seq %d: tool/result %s in turn %d step %d, its tool/call in turn %d step %d", e.Seq, r.CallID, r.Turn, r.Step, at.turn, at.step)
+			}
+			answered[r.CallID] = true
+		}
+	}
+	for _, id := range order {
+		if _, ok := called[id]; !ok {
+			unlogged = append(unlogged, id)
+		} else if !answered[id] {
+			unanswered = append(unanswered, id)
+		}
+	}
+	return unanswered, unlogged, nil
 }

@@ -37,8 +37,17 @@ func insertEventsSQL(rows int) string {
 // the error is a *[SeqConflictError]. Every event is validated
 // ([session.Event.Validate]) before it is written and an invalid event
 // rolls back the whole batch. An unknown id fails with [ErrNotFound]; an
-// empty batch is a no-op.
+// empty batch is a no-op. A session whose lease a live process holds is
+// refused with a *[BusyError]: its holder writes through its [Lease].
 func (s *Store) Append(ctx context.Context, id string, events []session.Event) error {
+	return s.appendChecked(ctx, id, events, func(ctx context.Context, tx *sql.Tx) error {
+		return s.checkNotLeased(ctx, tx, id)
+	})
+}
+
+// appendChecked is Append with check run first in the write transaction
+// (the lease condition); a check error writes nothing.
+func (s *Store) appendChecked(ctx context.Context, id string, events []session.Event, check func(context.Context, *sql.Tx) error) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -50,7 +59,12 @@ func (s *Store) Append(ctx context.Context, id string, events []session.Event) e
 		return err
 	}
 	defer enc.stop()
-	return s.inTx(ctx, func(tx *sql.Tx) error { return s.appendTx(ctx, tx, id, enc) })
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := check(ctx, tx); err != nil {
+			return err
+		}
+		return s.appendTx(ctx, tx, id, enc)
+	})
 }
 
 // checkSeqs checks that events are numbered from first on.

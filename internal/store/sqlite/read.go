@@ -27,7 +27,16 @@ const repairAttempts = 3
 // The store cannot tell a crashed log from one a live process is still
 // writing: Load is for resuming, and a live session must be viewed with
 // [Store.Inspect] instead.
+//
+// A session whose lease a live process holds is refused with a
+// *[BusyError] when it needs repair; its holder loads it with
+// [Lease.Load].
 func (s *Store) Load(ctx context.Context, id string) (session.Header, []session.Event, error) {
+	return s.load(ctx, id, s.Append)
+}
+
+// load is Load with the repair written through appendFn.
+func (s *Store) load(ctx context.Context, id string, appendFn func(context.Context, string, []session.Event) error) (session.Header, []session.Event, error) {
 	for attempt := 1; ; attempt++ {
 		h, events, err := s.read(ctx, id, 0)
 		if err != nil {
@@ -37,7 +46,7 @@ func (s *Store) Load(ctx context.Context, id string) (session.Header, []session.
 		if len(closers) == 0 {
 			return h, events, nil
 		}
-		err = s.Append(ctx, id, closers)
+		err = appendFn(ctx, id, closers)
 		if err == nil {
 			return h, append(events, closers...), nil
 		}

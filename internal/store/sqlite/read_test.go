@@ -9,37 +9,46 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/session/sessiontest"
 )
 
-// checkClosers checks the closers of crashedLog (seqs 5..8).
+// checkClosers checks the closers of crashedLog (seqs 5..9): call-a was
+// logged, so its outcome is unknown; call-b never started, so it gets a
+// tool/call and then its result, the pairing the live path logs.
 func checkClosers(t *testing.T, events []session.Event) {
 	t.Helper()
-	if len(events) != 9 {
-		t.Fatalf("balanced log has %d events, want 9", len(events))
+	if len(events) != 10 {
+		t.Fatalf("balanced log has %d events, want 10", len(events))
 	}
-	wantTypes := []string{session.TypeToolResult, session.TypeToolResult, session.TypeStepEnd, session.TypeTurnEnd}
+	sessiontest.CheckBalanced(t, events)
+	want := []string{
+		session.TypeToolResult + ":call-a:" + session.CodeToolOutcomeUnknown,
+		session.TypeToolCall + ":call-b",
+		session.TypeToolResult + ":call-b:" + session.CodeToolNotStarted,
+		session.TypeStepEnd, session.TypeTurnEnd,
+	}
 	for i, e := range events[5:] {
-		if e.Type != wantTypes[i] || e.Seq != int64(5+i) {
-			t.Fatalf("closer %d = %s@%d", i, e.Type, e.Seq)
-		}
-	}
-	for i, want := range map[string]string{"call-a": session.CodeToolOutcomeUnknown, "call-b": session.CodeToolNotStarted} {
-		var found bool
-		for _, e := range events[5:7] {
-			var r session.ToolResult
-			if err := e.Decode(&r); err != nil {
+		got := e.Type
+		switch e.Type {
+		case session.TypeToolCall:
+			var c session.ToolCall
+			if err := e.Decode(&c); err != nil {
 				t.Fatal(err)
 			}
-			if r.CallID == i {
-				found = r.IsError && r.Error != nil && r.Error.Code == want
+			got += ":" + c.CallID
+		case session.TypeToolResult:
+			var r session.ToolResult
+			if err := e.Decode(&r); err != nil || !r.IsError || r.Error == nil {
+				t.Fatalf("closer %d = %+v, %v", i, r, err)
 			}
+			got += ":" + r.CallID + ":" + r.Error.Code
 		}
-		if !found {
-			t.Fatalf("no %s result for %s", want, i)
+		if got != want[i] || e.Seq != int64(5+i) {
+			t.Fatalf("closer %d = %s@%d, want %s", i, got, e.Seq, want[i])
 		}
 	}
 	var end session.TurnEnd
-	if err := events[8].Decode(&end); err != nil || end.Reason.Kind != session.EndInterrupted {
+	if err := events[9].Decode(&end); err != nil || end.Reason.Kind != session.EndInterrupted {
 		t.Fatalf("turn/end = %+v, %v", end, err)
 	}
 	if _, err := session.DeriveMessages(events); err != nil {
@@ -58,8 +67,8 @@ func TestLoadRepairsCrashedLogDurably(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkClosers(t, events)
-	if n := rowCount(t, s, "s"); n != 9 {
-		t.Fatalf("rows = %d after repair, want 9", n)
+	if n := rowCount(t, s, "s"); n != 10 {
+		t.Fatalf("rows = %d after repair, want 10", n)
 	}
 	// The repair is durable: a fresh Store (a new process) reads the same
 	// balanced log, and loading again adds nothing.
@@ -68,11 +77,11 @@ func TestLoadRepairsCrashedLogDurably(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(again, events) {
 		t.Fatalf("second Load = %d events, %v", len(again), err)
 	}
-	if n := rowCount(t, s, "s"); n != 9 {
+	if n := rowCount(t, s, "s"); n != 10 {
 		t.Fatalf("rows = %d after second Load", n)
 	}
 	// The repaired log continues normally.
-	mustAppend(t, s2, "s", ev(t, 9, session.TypeEndSeed, struct{}{}))
+	mustAppend(t, s2, "s", ev(t, 10, session.TypeEndSeed, struct{}{}))
 }
 
 // TestConcurrentRepair loads one crashed session from two Stores at once:
@@ -98,8 +107,8 @@ func TestConcurrentRepair(t *testing.T) {
 	for _, events := range got {
 		checkClosers(t, events)
 	}
-	if n := rowCount(t, s1, "s"); n != 9 {
-		t.Fatalf("rows = %d, want 9", n)
+	if n := rowCount(t, s1, "s"); n != 10 {
+		t.Fatalf("rows = %d, want 10", n)
 	}
 }
 

@@ -9,6 +9,11 @@
 // validates every event, and [Store.Load] closes a log left open by a
 // crash by appending the synthetic closers of [session.Closers]. Nothing
 // is ever truncated or deleted.
+//
+// A process that writes a live session holds its lease ([Store.Acquire],
+// lease.go): a second process is refused with SESSION_BUSY, a killed
+// holder's lease is taken over, and appends through a [Lease] are
+// conditional on its epoch, so a stale holder can never write.
 package sqlite
 
 import (
@@ -64,8 +69,8 @@ func (e *SeqConflictError) Error() string {
 func (e *SeqConflictError) Unwrap() error { return ErrSeqConflict }
 
 // schemaVersion is stored in PRAGMA user_version. Bump it and add a step
-// to migrate when the schema changes.
-const schemaVersion = 1
+// to migrate when the schema changes. Version 2 added the leases table.
+const schemaVersion = 2
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -115,9 +120,11 @@ type Store struct {
 	// Statements prepared once on the writer; transactions rebind them.
 	stNext, stUpdate, stInsert1, stInsertN *sql.Stmt
 
-	// now returns the wall clock in Unix milliseconds (updated_at); tests
-	// replace it.
+	// now returns the wall clock in Unix milliseconds (updated_at, lease
+	// expiry); tests replace it.
 	now func() int64
+	// leaseTTL is the lifetime of a lease past its last renewal.
+	leaseTTL time.Duration
 }
 
 // Open opens (creating if needed) the store at path, creating its parent
@@ -140,7 +147,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	f.Close()
 
-	s := &Store{now: func() int64 { return time.Now().UnixMilli() }}
+	s := &Store{now: func() int64 { return time.Now().UnixMilli() }, leaseTTL: DefaultLeaseTTL}
 	if s.w, err = openPool(abs, false); err != nil {
 		return nil, err
 	}
@@ -199,8 +206,13 @@ func (s *Store) init(ctx context.Context) error {
 		case v > schemaVersion:
 			return fmt.Errorf("schema version %d is newer than this build supports (%d)", v, schemaVersion)
 		}
-		if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
-			return fmt.Errorf("create schema: %w", err)
+		if v < 1 {
+			if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, schemaV2); err != nil {
+			return fmt.Errorf("migrate schema to version 2: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err

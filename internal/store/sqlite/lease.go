@@ -1,0 +1,353 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/session"
+)
+
+// Session leases.
+//
+// A process that writes a session holds its lease: a row of the leases
+// table naming the holder ([Owner]), an epoch that grows with every
+// acquisition, and an expiry that the holder pushes forward while it
+// lives. [Store.Acquire] takes the lease in one write transaction; a
+// second process gets a *[BusyError] (code SESSION_BUSY) naming the
+// holder. A lease whose holder was killed is taken over: it has expired,
+// or its holder is provably dead on this host (see [Owner]). Appends
+// through a [Lease] are conditional on its epoch as well as on the next
+// seq, so a holder whose lease was taken over can never write again; it
+// gets a *[LeaseLostError]. [Lease.Load] reads and repairs the log under
+// the lease, and plain [Store.Append] (and the repair of [Store.Load])
+// refuse a session whose lease a live process holds.
+
+// Stable machine codes of lease errors.
+const (
+	CodeSessionBusy = "SESSION_BUSY"
+	CodeLeaseLost   = "SESSION_LEASE_LOST"
+)
+
+var (
+	// ErrBusy reports a session another live process holds; see
+	// [BusyError].
+	ErrBusy = errors.New("session in use by another process")
+	// ErrLeaseLost reports a write through a lease that is no longer
+	// held; see [LeaseLostError].
+	ErrLeaseLost = errors.New("session lease lost")
+)
+
+// DefaultLeaseTTL is how long a lease outlives its holder's last renewal.
+// A holder renews at a third of it.
+const DefaultLeaseTTL = 30 * time.Second
+
+// schemaV2 adds the leases table. held is 1 while a holder has the
+// lease; a released row keeps its epoch, so that epochs never repeat.
+const schemaV2 = `
+CREATE TABLE IF NOT EXISTS leases (
+	session_id TEXT PRIMARY KEY REFERENCES sessions (id),
+	epoch      INTEGER NOT NULL,
+	held       INTEGER NOT NULL,
+	pid        INTEGER NOT NULL,
+	host       TEXT NOT NULL,
+	start_id   TEXT NOT NULL,
+	label      TEXT NOT NULL,
+	since      INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+`
+
+// BusyError reports that a live process holds the session's lease.
+type BusyError struct {
+	SessionID string
+	Holder    Owner
+}
+
+// Error implements error with a message meant for people.
+func (e *BusyError) Error() string {
+	label := e.Holder.Label
+	if label == "" {
+		label = "another process"
+	}
+	since := time.UnixMilli(e.Holder.Since).Local()
+	at := since.Format("15:04:05")
+	if y, m, d := since.Date(); y != time.Now().Year() || m != time.Now().Month() || d != time.Now().Day() {
+		at = since.Format("2006-01-02 15:04:05")
+	}
+	return fmt.Sprintf("session %s is in use by %s (pid %d on %s, since %s); wait for it to finish, or stop that process, then resume again",
+		e.SessionID, label, e.Holder.PID, e.Holder.Host, at)
+}
+
+// Code returns CodeSessionBusy.
+func (e *BusyError) Code() string { return CodeSessionBusy }
+
+// Unwrap makes errors.Is(err, ErrBusy) hold.
+func (e *BusyError) Unwrap() error { return ErrBusy }
+
+// LeaseLostError reports a write or renewal through a lease that another
+// process has taken over (or that was released).
+type LeaseLostError struct {
+	SessionID string
+	Epoch     int64
+	// Holder is the current holder, when there is one.
+	Holder *Owner
+}
+
+// Error implements error.
+func (e *LeaseLostError) Error() string {
+	if e.Holder != nil {
+		return fmt.Sprintf("session %s: this process no longer holds the session (lease %d); %s (pid %d on %s) took it over",
+			e.SessionID, e.Epoch, e.Holder.Label, e.Holder.PID, e.Holder.Host)
+	}
+	return fmt.Sprintf("session %s: this process no longer holds the session (lease %d was released)", e.SessionID, e.Epoch)
+}
+
+// Code returns CodeLeaseLost.
+func (e *LeaseLostError) Code() string { return CodeLeaseLost }
+
+// Unwrap makes errors.Is(err, ErrLeaseLost) hold.
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
+
+// leaseRow is a stored lease.
+type leaseRow struct {
+	epoch   int64
+	held    bool
+	owner   Owner
+	expires int64
+}
+
+// readLease reads the lease of id inside tx; ok is false when the
+// session never had one.
+func readLease(ctx context.Context, tx *sql.Tx, id string) (r leaseRow, ok bool, err error) {
+	err = tx.QueryRowContext(ctx, `SELECT epoch, held, pid, host, start_id, label, since, expires_at
+		FROM leases WHERE session_id = ?`, id).Scan(&r.epoch, &r.held, &r.owner.PID, &r.owner.Host,
+		&r.owner.Start, &r.owner.Label, &r.owner.Since, &r.expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return leaseRow{}, false, nil
+	}
+	if err != nil {
+		return leaseRow{}, false, fmt.Errorf("session %s: read lease: %w", id, err)
+	}
+	return r, true, nil
+}
+
+// liveHolder returns the holder of a lease that is held, unexpired at
+// now and whose holder is not provably dead.
+func (r leaseRow) liveHolder(now int64) (Owner, bool) {
+	if !r.held || r.expires <= now || r.owner.provablyDead() {
+		return Owner{}, false
+	}
+	return r.owner, true
+}
+
+// checkNotLeased refuses a write outside a lease to a session that a
+// live process holds.
+func (s *Store) checkNotLeased(ctx context.Context, tx *sql.Tx, id string) error {
+	r, ok, err := readLease(ctx, tx, id)
+	if err != nil || !ok {
+		return err
+	}
+	if h, live := r.liveHolder(s.now()); live {
+		return &BusyError{SessionID: id, Holder: h}
+	}
+	return nil
+}
+
+// Lease is this process's exclusive right to write one session, from
+// [Store.Acquire] to [Lease.Release]. While held, a goroutine renews it;
+// it implements [session.Sink] with epoch-conditional appends.
+type Lease struct {
+	s     *Store
+	id    string
+	epoch int64
+	owner Owner
+	prev  *Owner // the holder whose lease this one took over
+	ttl   time.Duration
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	mu   sync.Mutex
+	lost error // guarded by mu; set once the lease is known lost
+}
+
+// Acquire takes the lease of session id for this process, described by
+// label ("dsh run"), and starts renewing it. A session held by a live
+// process fails at once with a *[BusyError]; a lease left by a killed
+// process is taken over (see [Lease.TookOverFrom]). The caller must
+// [Lease.Release] it.
+func (s *Store) Acquire(ctx context.Context, id, label string) (*Lease, error) {
+	self := Self(label)
+	ttl := s.leaseTTL
+	var epoch int64
+	var prev *Owner
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("session %s: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("session %s: acquire: %w", id, err)
+		}
+		r, ok, err := readLease(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if ok && r.held {
+			if h, live := r.liveHolder(now); live {
+				return &BusyError{SessionID: id, Holder: h}
+			}
+			o := r.owner
+			prev = &o
+		}
+		epoch = r.epoch + 1
+		self.Since = now
+		_, err = tx.ExecContext(ctx, `INSERT INTO leases (session_id, epoch, held, pid, host, start_id, label, since, expires_at)
+			VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id) DO UPDATE SET epoch = excluded.epoch, held = 1, pid = excluded.pid,
+				host = excluded.host, start_id = excluded.start_id, label = excluded.label,
+				since = excluded.since, expires_at = excluded.expires_at`,
+			id, epoch, self.PID, self.Host, self.Start, self.Label, now, now+ttl.Milliseconds())
+		if err != nil {
+			return fmt.Errorf("session %s: acquire: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{s: s, id: id, epoch: epoch, owner: self, prev: prev, ttl: ttl,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go l.renewLoop()
+	return l, nil
+}
+
+// SessionID is the leased session.
+func (l *Lease) SessionID() string { return l.id }
+
+// Epoch is this lease's epoch; every acquisition of a session gets a
+// higher one.
+func (l *Lease) Epoch() int64 { return l.epoch }
+
+// Owner describes the holder (this process).
+func (l *Lease) Owner() Owner { return l.owner }
+
+// TookOverFrom returns the holder whose expired or dead lease this one
+// took over, if any.
+func (l *Lease) TookOverFrom() (Owner, bool) {
+	if l.prev == nil {
+		return Owner{}, false
+	}
+	return *l.prev, true
+}
+
+// Err returns the *LeaseLostError once renewal found the lease taken
+// over, nil while it is held.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// renewLoop pushes the expiry forward every third of the TTL until
+// Release, or until the lease turns out lost. A renewal that fails for
+// another reason (the database busy) is retried at the next tick.
+func (l *Lease) renewLoop() {
+	defer close(l.done)
+	t := time.NewTicker(l.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
+		err := l.Renew(ctx)
+		cancel()
+		if errors.Is(err, ErrLeaseLost) {
+			return
+		}
+	}
+}
+
+// Renew pushes the lease's expiry a TTL past now. It fails with a
+// *[LeaseLostError] when the lease is no longer this process's.
+func (l *Lease) Renew(ctx context.Context) error {
+	return l.s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := l.checkHeld(ctx, tx); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE leases SET expires_at = ? WHERE session_id = ? AND epoch = ?`,
+			l.s.now()+l.ttl.Milliseconds(), l.id, l.epoch)
+		return err
+	})
+}
+
+// checkHeld fails with a *LeaseLostError unless the stored lease is
+// still this one, and records the loss.
+func (l *Lease) checkHeld(ctx context.Context, tx *sql.Tx) error {
+	r, ok, err := readLease(ctx, tx, l.id)
+	if err != nil {
+		return err
+	}
+	if ok && r.held && r.epoch == l.epoch {
+		return nil
+	}
+	lost := &LeaseLostError{SessionID: l.id, Epoch: l.epoch}
+	if ok && r.held {
+		o := r.owner
+		lost.Holder = &o
+	}
+	l.mu.Lock()
+	if l.lost == nil {
+		l.lost = lost
+	}
+	l.mu.Unlock()
+	return lost
+}
+
+// Append appends events to the leased session like [Store.Append], in
+// the same transaction checking that the lease is still this one; it
+// implements [session.Sink]. After a takeover it fails with a
+// *[LeaseLostError] and writes nothing.
+func (l *Lease) Append(ctx context.Context, id string, events []session.Event) error {
+	if id != l.id {
+		return fmt.Errorf("session %s: append through the lease of session %s", id, l.id)
+	}
+	return l.s.appendChecked(ctx, id, events, l.checkHeld)
+}
+
+// Load reads the leased session like [Store.Load], repairing a log left
+// open by a crash (the previous holder's, after a takeover) with
+// appends under this lease.
+func (l *Lease) Load(ctx context.Context) (session.Header, []session.Event, error) {
+	return l.s.load(ctx, l.id, l.Append)
+}
+
+// Release stops the renewal and gives the lease up, so that another
+// process can take the session at once. It is idempotent; releasing a
+// lease already taken over is not an error.
+func (l *Lease) Release(ctx context.Context) error {
+	var err error
+	l.once.Do(func() {
+		close(l.stop)
+		<-l.done
+		err = l.s.inTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE leases SET held = 0, expires_at = 0
+				WHERE session_id = ? AND epoch = ? AND held = 1`, l.id, l.epoch)
+			return err
+		})
+		if err != nil {
+			err = fmt.Errorf("session %s: release lease: %w", l.id, err)
+		}
+	})
+	return err
+}
