@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/oop"
 	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
@@ -219,7 +219,7 @@ func TestEnvironment(t *testing.T) {
 	t.Setenv("EXTRA_PASS", "yes")
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	r, err := newProvider(t, fake{mode: "ok", record: rec, o: claudecode.Options{
-		Env: oop.EnvPolicy{Passthrough: []string{"EXTRA_PASS"}, Set: map[string]string{"DISABLE_TELEMETRY": "0"}},
+		Env: proc.EnvPolicy{Passthrough: []string{"EXTRA_PASS"}, Set: map[string]string{"DISABLE_TELEMETRY": "0"}},
 	}}).Start(context.Background(), request(t, sandbox.ReadOnly))
 	if err != nil {
 		t.Fatal(err)
@@ -468,7 +468,7 @@ func TestNewValidates(t *testing.T) {
 		{Timeout: -1},
 		{InterruptGrace: -1},
 		{Dir: "/nonexistent/dir"},
-		{Env: oop.EnvPolicy{Set: map[string]string{"A=B": "x"}}},
+		{Env: proc.EnvPolicy{Set: map[string]string{"A=B": "x"}}},
 	} {
 		if _, err := claudecode.New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
