@@ -25,7 +25,10 @@
 // guardian runs "kill -KILL -<pgid>": grandchildren that Pdeathsig cannot
 // reach die too, even after the command itself has exited, because a
 // process group outlives its leader while any member remains (and its id
-// cannot be reused meanwhile). A process that leaves the group (setsid,
+// cannot be reused meanwhile). The command itself starts as a two-line
+// shell gate that execs the program only once the guardian knows the
+// group, so nothing it spawns can slip out before the guardian is armed.
+// A process that leaves the group (setsid,
 // setpgid) escapes both the guardian and teardown; Run still returns
 // promptly (see drainDelay).
 //
@@ -53,6 +56,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -188,11 +192,28 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 		guardW.Close()
 	}
 
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	// The command waits at a gate until the guardian knows its group: a
+	// child it spawned before that would escape the guardian should dsh
+	// die in between. The gate is a shell that reads a pipe, closes it,
+	// and execs the program, so the pid (and group) stay the program's.
+	path, err := exec.LookPath(spec.Argv[0])
+	if err != nil {
+		stopGuardian()
+		return nil, fmt.Errorf("proc: start %s: %w", spec.Argv[0], err)
+	}
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		stopGuardian()
+		return nil, fmt.Errorf("proc: %w", err)
+	}
+	gateFd := strconv.Itoa(3 + len(extra))
+	cmd := exec.Command("/bin/sh", append([]string{"-c",
+		`read _ <&` + gateFd + ` || exit 126; exec ` + gateFd + `<&-; exec "$@"`,
+		spec.Argv[0], path}, spec.Argv[1:]...)...)
 	cmd.Dir = spec.Dir
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	cmd.ExtraFiles = extra
+	cmd.ExtraFiles = append(append([]*os.File(nil), extra...), gateR)
 	// Bounds Wait's wait for a non-file Stdin copier stuck because a
 	// leftover process never reads.
 	cmd.WaitDelay = drainDelay
@@ -209,17 +230,29 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 	cmd.SysProcAttr = attr
 	g := &group{cmd: cmd, guardian: guard, guardW: guardW, exited: make(chan struct{})}
 	g.start = time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	gateR.Close()
+	if err != nil {
+		gateW.Close()
 		stopGuardian()
 		return nil, fmt.Errorf("proc: start %s: %w", spec.Argv[0], err)
 	}
 	g.pid = cmd.Process.Pid
 	if _, err := fmt.Fprintf(guardW, "%d\n", g.pid); err != nil {
 		// Without a guardian the guarantee is gone: do not run at all.
+		gateW.Close() // EOF: the gate exits without running the program
 		_ = syscall.Kill(-g.pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		stopGuardian()
 		return nil, fmt.Errorf("proc: arm guardian: %w", err)
+	}
+	_, err = gateW.Write([]byte("\n"))
+	gateW.Close()
+	if err != nil {
+		_ = syscall.Kill(-g.pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		stopGuardian()
+		return nil, fmt.Errorf("proc: open gate: %w", err)
 	}
 	go g.watchExit()
 	return g, nil
