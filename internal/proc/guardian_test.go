@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dsh-dev/dsh/internal/leakcheck"
 	"github.com/dsh-dev/dsh/internal/proc/proctest"
 )
 
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 		fakeDsh(fifo, os.Getenv(helperModeEnv))
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 // fakeDsh starts a child whose grandchild sleeps, reports the group id

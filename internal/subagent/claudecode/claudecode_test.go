@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/leakcheck"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/proc"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 	if code, ok := fakeMain(); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 // fake describes one fake Claude: its modes and where it records what it

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/leakcheck"
 	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/subagent/codex"
 )
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build dsh-fakecodex: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := leakcheck.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
