@@ -56,7 +56,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -196,10 +198,20 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 	// child it spawned before that would escape the guardian should dsh
 	// die in between. The gate is a shell that reads a pipe, closes it,
 	// and execs the program, so the pid (and group) stay the program's.
-	path, err := exec.LookPath(spec.Argv[0])
-	if err != nil {
+	// A bare name is looked up in dsh's PATH, a name with a slash taken
+	// relative to Dir, as os/exec does; checking here makes a missing
+	// program an error from spawn rather than the gate's exit 127.
+	path := spec.Argv[0]
+	check := path
+	if strings.Contains(path, "/") && !filepath.IsAbs(path) {
+		check = filepath.Join(spec.Dir, path)
+	}
+	if check, err = exec.LookPath(check); err != nil {
 		stopGuardian()
 		return nil, fmt.Errorf("proc: start %s: %w", spec.Argv[0], err)
+	}
+	if !strings.Contains(path, "/") {
+		path = check
 	}
 	gateR, gateW, err := os.Pipe()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -353,5 +354,18 @@ func TestSessionAndSysProcAttrHook(t *testing.T) {
 	}
 	if !out.Teardown.Confirmed || len(out.Teardown.Signals) != 0 {
 		t.Fatalf("teardown %+v", out.Teardown)
+	}
+}
+
+// A program named by a relative path is found relative to Dir, as with
+// os/exec, not relative to dsh's own directory.
+func TestRelativeProgramInDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hello.sh"), []byte("#!/bin/sh\necho \"hi $1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Run(context.Background(), Spec{Dir: dir, Argv: []string{"./hello.sh", "there"}})
+	if err != nil || out.ExitCode != 0 || string(out.Output) != "hi there\n" {
+		t.Fatalf("Run = %+v, %v", out, err)
 	}
 }
