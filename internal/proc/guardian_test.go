@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -30,7 +31,8 @@ func TestMain(m *testing.M) {
 // fakeDsh starts a child whose grandchild sleeps, reports the group id
 // and the grandchild pid through fifo, and blocks until it is killed.
 // mode "start" keeps the command running, "orphan" lets it exit first so
-// that the group outlives its leader, "run" runs it under Run.
+// that the group outlives its leader, "run" runs it under Run, "restart"
+// starts two, killing the guardian in between.
 func fakeDsh(fifo, mode string) {
 	script := `sleep 1000 & echo "gc $!" >"$1"; wait`
 	if mode == "orphan" {
@@ -51,6 +53,23 @@ func fakeDsh(fifo, mode string) {
 		_, _ = Run(context.Background(), spec)
 		os.Exit(3) // not reached: the test kills this process first
 	}
+	if mode == "restart" {
+		// A first group, then the guardian is killed: starting a second
+		// group must bring up a new guardian that guards both.
+		first, err := Start(context.Background(), spec)
+		if err != nil {
+			os.Exit(2)
+		}
+		report(first.Pgid())
+		gp := theGuardian.pid()
+		var ws syscall.WaitStatus
+		if syscall.Kill(gp, syscall.SIGKILL) != nil {
+			os.Exit(2)
+		}
+		if _, err := syscall.Wait4(gp, &ws, 0, nil); err != nil {
+			os.Exit(2)
+		}
+	}
 	p, err := Start(context.Background(), spec)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -67,10 +86,15 @@ func fakeDsh(fifo, mode string) {
 
 // dsh is SIGKILLed: neither Teardown nor any deferred cleanup runs, yet
 // the guardian kills the whole group, grandchild included, whether the
-// command still runs, has already exited, or runs under Run.
+// command still runs, has already exited, or runs under Run, and a
+// guardian that was killed is replaced, still guarding every group.
 func TestGuardianKillsGroupWhenDshDies(t *testing.T) {
-	for _, mode := range []string{"start", "orphan", "run"} {
+	for _, mode := range []string{"start", "orphan", "run", "restart"} {
 		t.Run(mode, func(t *testing.T) {
+			groups := 1
+			if mode == "restart" {
+				groups = 2
+			}
 			fifo, lines := proctest.Fifo(t)
 			dsh := exec.Command(os.Args[0], "-test.run=^$")
 			dsh.Env = append(os.Environ(), helperEnv+"="+fifo, helperModeEnv+"="+mode)
@@ -78,37 +102,58 @@ func TestGuardianKillsGroupWhenDshDies(t *testing.T) {
 			if err := dsh.Start(); err != nil {
 				t.Fatal(err)
 			}
-			var gc, pgid int
-			for gc == 0 || pgid == 0 {
+			var gcs, pgids []int
+			for len(gcs) < groups || len(pgids) < groups {
 				var n int
 				l := next(t, lines)
 				if _, err := fmt.Sscanf(l, "gc %d", &n); err == nil {
-					gc = n
+					gcs = append(gcs, n)
 				} else if _, err := fmt.Sscanf(l, "pgid %d", &n); err == nil {
-					pgid = n
+					pgids = append(pgids, n)
+					t.Cleanup(func() { _ = syscall.Kill(-n, syscall.SIGKILL) })
 				} else {
 					t.Fatalf("unexpected line %q", l)
 				}
 			}
-			t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
-			if !proctest.Alive(gc) {
-				t.Fatal("grandchild not running before dsh dies")
+			for _, gc := range gcs {
+				if !proctest.Alive(gc) {
+					t.Fatal("grandchild not running before dsh dies")
+				}
 			}
-			if mode == "orphan" && !proctest.WaitExit(pgid, 0) {
+			if mode == "orphan" && !proctest.WaitExit(pgids[0], 0) {
 				t.Fatal("the group leader should have exited already")
 			}
 			if err := dsh.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
 			_ = dsh.Wait()
-			if !proctest.WaitExit(gc, exitWait) {
-				t.Fatal("grandchild survived dsh's death")
+			for _, gc := range gcs {
+				if !proctest.WaitExit(gc, exitWait) {
+					t.Fatalf("grandchild %d survived dsh's death", gc)
+				}
 			}
-			for _, pid := range groupMembers(pgid) {
-				if !proctest.WaitExit(pid, exitWait) {
-					t.Fatalf("group member %d survived dsh's death", pid)
+			for _, pgid := range pgids {
+				for _, pid := range groupMembers(pgid) {
+					if !proctest.WaitExit(pid, exitWait) {
+						t.Fatalf("group member %d survived dsh's death", pid)
+					}
 				}
 			}
 		})
+	}
+}
+
+// The guardian's bookkeeping: at EOF it kills exactly the groups added
+// and not removed, each once ("kill" is replaced by a function that
+// prints its arguments).
+func TestGuardianScriptSet(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", `kill() { echo "$*"; }; `+guardianScript)
+	cmd.Stdin = strings.NewReader("+ 5\n+ 6\n+ 17\n- 5\n- 99\n+ 56\n- 17\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out); got != "-KILL -6\n-KILL -56\n" {
+		t.Fatalf("guardian killed %q", got)
 	}
 }

@@ -17,25 +17,27 @@
 // prompt on /dev/tty (ssh, git credentials, sudo) fails at once instead of
 // being stopped as a background job. It has Pdeathsig SIGKILL.
 //
-// Beside it runs a guardian, a tiny "/bin/sh" script in a session of its
-// own that ignores SIGTERM, SIGINT and SIGHUP, learns the command's group
-// id on a pipe whose write end only dsh holds (close-on-exec, so no child
-// inherits it), then blocks reading that pipe. When dsh dies for any
-// reason the kernel closes the pipe, the read returns EOF, and the
-// guardian runs "kill -KILL -<pgid>": grandchildren that Pdeathsig cannot
-// reach die too, even after the command itself has exited, because a
-// process group outlives its leader while any member remains (and its id
-// cannot be reused meanwhile). The command itself starts as a two-line
-// shell gate that execs the program only once the guardian knows the
-// group, so nothing it spawns can slip out before the guardian is armed.
-// A process that leaves the group (setsid,
-// setpgid) escapes both the guardian and teardown; Run still returns
-// promptly (see drainDelay).
+// Beside it runs dsh's guardian, one tiny "/bin/sh" script shared by all
+// groups, in a session of its own, ignoring SIGTERM, SIGINT and SIGHUP.
+// dsh tells it each group's id as the group starts and again as it is
+// released, on a pipe whose write end only dsh holds (close-on-exec, so
+// no child inherits it). When dsh dies for any reason the kernel closes
+// the pipe, the guardian's read returns EOF, and it runs
+// "kill -KILL -<pgid>" for every group it still holds: grandchildren that
+// Pdeathsig cannot reach die too, even after the command itself has
+// exited, because a process group outlives its leader while any member
+// remains (and its id cannot be reused meanwhile). Should the guardian
+// itself be killed, the next start brings up a new one and hands it every
+// live group. The command starts as a two-line shell gate that execs the
+// program only once the guardian knows the group, so nothing it spawns
+// can slip out before the guardian is armed. A process that leaves the
+// group (setsid, setpgid) escapes both the guardian and teardown; Run
+// still returns promptly (see drainDelay).
 //
 // While dsh lives, it learns of the command's exit without reaping it
 // (waitid WNOWAIT), and reaps it only once the group is confirmed empty
-// and the guardian released: until then the zombie keeps the group id
-// from being reused under dsh's signals.
+// and released from the guardian: until then the zombie keeps the group
+// id from being reused under dsh's or the guardian's signals.
 //
 // # Teardown
 //
@@ -85,12 +87,6 @@ const (
 // hang the caller for as long as that process lives.
 const drainDelay = 250 * time.Millisecond
 
-// guardianScript is the guardian's program; see the package comment. The
-// first line on stdin is the group to guard; without it (dsh died before
-// the command started) there is nothing to do. dash's kill takes no "--",
-// and the negative pgid is read as a group all the same.
-const guardianScript = `trap '' TERM INT HUP; read pg || exit 0; read _; kill -KILL -"$pg"`
-
 // Spec describes one child process. Fields marked Run or Start apply only
 // to that entry point.
 type Spec struct {
@@ -139,13 +135,11 @@ type ExitInfo struct {
 }
 
 // group is one started command in its own session and process group,
-// with its guardian.
+// registered with the guardian.
 type group struct {
-	cmd      *exec.Cmd
-	pid      int // the command's pid, also its session and group id
-	guardian *exec.Cmd
-	guardW   *os.File // the only write end of the guardian's pipe
-	start    time.Time
+	cmd   *exec.Cmd
+	pid   int // the command's pid, also its session and group id
+	start time.Time
 
 	// mu orders signals against the reaping of the command: once reaped
 	// is set no signal is sent, since the group id may then be reused.
@@ -158,8 +152,9 @@ type group struct {
 	duration time.Duration
 }
 
-// spawn validates spec and starts the guardian and the command. extra
-// become the command's fds 3 and up. On error nothing is left running.
+// spawn validates spec, starts the command and registers its group with
+// the guardian. extra become the command's fds 3 and up. On error nothing
+// is left running.
 func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.File) (*group, error) {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return nil, errors.New("proc: empty argv")
@@ -171,29 +166,6 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 	if err != nil {
 		return nil, err
 	}
-	guardR, guardW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("proc: %w", err)
-	}
-	// No Pdeathsig for the guardian: it must outlive dsh to do its job.
-	// cwd "/" so that it pins no directory.
-	guard := exec.Command("/bin/sh", "-c", guardianScript)
-	guard.Dir = "/"
-	guard.Env = []string{}
-	guard.Stdin = guardR
-	guard.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = guard.Start()
-	guardR.Close()
-	if err != nil {
-		guardW.Close()
-		return nil, fmt.Errorf("proc: start guardian: %w", err)
-	}
-	stopGuardian := func() {
-		_ = guard.Process.Kill()
-		_ = guard.Wait()
-		guardW.Close()
-	}
-
 	// The command waits at a gate until the guardian knows its group: a
 	// child it spawned before that would escape the guardian should dsh
 	// die in between. The gate is a shell that reads a pipe, closes it,
@@ -207,7 +179,6 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 		check = filepath.Join(spec.Dir, path)
 	}
 	if check, err = exec.LookPath(check); err != nil {
-		stopGuardian()
 		return nil, fmt.Errorf("proc: start %s: %w", spec.Argv[0], err)
 	}
 	if !strings.Contains(path, "/") {
@@ -215,7 +186,6 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 	}
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
-		stopGuardian()
 		return nil, fmt.Errorf("proc: %w", err)
 	}
 	gateFd := strconv.Itoa(3 + len(extra))
@@ -240,30 +210,28 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 	// guardian's business.
 	attr.Pdeathsig = syscall.SIGKILL
 	cmd.SysProcAttr = attr
-	g := &group{cmd: cmd, guardian: guard, guardW: guardW, exited: make(chan struct{})}
+	g := &group{cmd: cmd, exited: make(chan struct{})}
 	g.start = time.Now()
 	err = cmd.Start()
 	gateR.Close()
 	if err != nil {
 		gateW.Close()
-		stopGuardian()
 		return nil, fmt.Errorf("proc: start %s: %w", spec.Argv[0], err)
 	}
 	g.pid = cmd.Process.Pid
-	if _, err := fmt.Fprintf(guardW, "%d\n", g.pid); err != nil {
+	if err := theGuardian.add(g.pid); err != nil {
 		// Without a guardian the guarantee is gone: do not run at all.
 		gateW.Close() // EOF: the gate exits without running the program
 		_ = syscall.Kill(-g.pid, syscall.SIGKILL)
 		_ = cmd.Wait()
-		stopGuardian()
-		return nil, fmt.Errorf("proc: arm guardian: %w", err)
+		return nil, err
 	}
 	_, err = gateW.Write([]byte("\n"))
 	gateW.Close()
 	if err != nil {
 		_ = syscall.Kill(-g.pid, syscall.SIGKILL)
+		theGuardian.remove(g.pid)
 		_ = cmd.Wait()
-		stopGuardian()
 		return nil, fmt.Errorf("proc: open gate: %w", err)
 	}
 	go g.watchExit()
@@ -305,15 +273,19 @@ func (g *group) members() []int { return groupMembers(g.pid) }
 // unreleased result; release must follow.
 func (g *group) terminate(grace time.Duration) TeardownResult {
 	var res TeardownResult
-	if len(g.members()) > 0 {
-		if grace > 0 {
-			g.signal(syscall.SIGTERM)
-			res.Signals = append(res.Signals, "SIGTERM")
-		}
-		if grace == 0 || !waitEmpty(g.members, grace) {
-			g.signal(syscall.SIGKILL)
-			res.Signals = append(res.Signals, "SIGKILL")
-		}
+	if len(g.members()) == 0 {
+		// The common case after a normal exit: one scan of /proc, no
+		// signal, nothing to wait for.
+		res.Confirmed = true
+		return res
+	}
+	if grace > 0 {
+		g.signal(syscall.SIGTERM)
+		res.Signals = append(res.Signals, "SIGTERM")
+	}
+	if grace == 0 || !waitEmpty(g.members, grace) {
+		g.signal(syscall.SIGKILL)
+		res.Signals = append(res.Signals, "SIGKILL")
 	}
 	if waitEmpty(g.members, KillWait) {
 		res.Confirmed = true
@@ -323,15 +295,13 @@ func (g *group) terminate(grace time.Duration) TeardownResult {
 	return res
 }
 
-// release stops the guardian and reaps the command. The guardian goes
-// first (killed, then its pipe closed) so that it never signals a group id
-// that reaping may free. When the group is not confirmed gone, the
+// release unregisters the group from the guardian and reaps the command.
+// The guardian forgets the group first so that it never signals a group
+// id that reaping may free. When the group is not confirmed gone, the
 // command may not have exited either; it is reaped in the background so
 // that the caller is not held.
 func (g *group) release(confirmed bool) {
-	_ = g.guardian.Process.Kill()
-	_ = g.guardian.Wait()
-	g.guardW.Close()
+	theGuardian.remove(g.pid)
 	g.mu.Lock()
 	g.reaped = true
 	g.mu.Unlock()

@@ -369,3 +369,13 @@ func TestRelativeProgramInDir(t *testing.T) {
 		t.Fatalf("Run = %+v, %v", out, err)
 	}
 }
+
+// BenchmarkRun measures the cost of one guarded run of a trivial command
+// (guardian, gate, command, confirmed teardown).
+func BenchmarkRun(b *testing.B) {
+	for b.Loop() {
+		if out, err := Run(context.Background(), Spec{Dir: "/", Argv: []string{"true"}}); err != nil || out.ExitCode != 0 {
+			b.Fatal(out, err)
+		}
+	}
+}
