@@ -49,6 +49,9 @@ func Run(ctx context.Context, spec Spec) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return Outcome{}, fmt.Errorf("proc: not started: %w", err)
 	}
+	if spec.ControlChannel {
+		return Outcome{}, errors.New("proc: Spec.ControlChannel is for Start; Run has no channel to hand back")
+	}
 	limit := spec.OutputLimit
 	if limit <= 0 {
 		limit = DefaultOutputLimit

@@ -115,6 +115,7 @@ func TestRunErrors(t *testing.T) {
 		{"missing program", context.Background(), Spec{Dir: "/", Argv: []string{"/nonexistent/program"}}},
 		{"missing dir", context.Background(), Spec{Argv: []string{"true"}, Dir: "/nonexistent/dir"}},
 		{"no dir", context.Background(), Spec{Argv: []string{"true"}}},
+		{"control channel", context.Background(), Spec{Argv: []string{"true"}, Dir: "/", ControlChannel: true}},
 		{"bad env", context.Background(), Spec{Argv: []string{"true"}, Dir: "/", Env: EnvPolicy{Set: map[string]string{"A=B": "x"}}}},
 		{"context already done", done, Spec{Dir: "/", Argv: []string{"true"}}},
 	}

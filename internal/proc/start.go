@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,9 @@ type Process struct {
 func Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("proc: not started: %w", err)
+	}
+	if spec.Stdin != nil {
+		return nil, errors.New("proc: Spec.Stdin is for Run; a started process is fed through Process.Stdin")
 	}
 	limit := spec.StderrLimit
 	if limit <= 0 {

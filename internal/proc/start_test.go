@@ -275,6 +275,7 @@ func TestStartErrors(t *testing.T) {
 		{Argv: []string{"/nonexistent/prog"}, Dir: "/"},
 		{Argv: []string{"true"}, Dir: "/nonexistent/dir"},
 		{Argv: []string{"true"}, Dir: "/", Env: EnvPolicy{Set: map[string]string{"": "x"}}},
+		{Argv: []string{"true"}, Dir: "/", Stdin: strings.NewReader("x")},
 	} {
 		if p, err := Start(ctx, spec); err == nil {
 			p.Teardown(ctx)
