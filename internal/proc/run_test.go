@@ -210,6 +210,9 @@ func TestTimeoutKillsGroup(t *testing.T) {
 			if string(out.Output) != "waiting\n" {
 				t.Fatalf("output %q", out.Output)
 			}
+			if td := out.Teardown; !td.Confirmed || len(td.Signals) == 0 || td.Signals[0] != "SIGTERM" {
+				t.Fatalf("teardown %+v", td)
+			}
 			if grandchild == 0 || !proctest.WaitExit(grandchild, exitWait) {
 				t.Fatalf("grandchild %d survived the group kill", grandchild)
 			}
