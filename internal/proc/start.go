@@ -21,9 +21,10 @@ type Process struct {
 	ctlW   *os.File
 	ctlR   *os.File
 
-	stderr     *headTail
-	stderrR    *os.File
-	stderrDone chan struct{}
+	stderr       *headTail
+	stderrR      *os.File
+	stderrDone   chan struct{}
+	stderrSettle sync.Once // the wait for stderr's drain after exit
 
 	stopCtx      func() bool
 	teardownOnce sync.Once
@@ -150,8 +151,25 @@ func (p *Process) Control() (io.WriteCloser, io.Reader) {
 }
 
 // Stderr returns the stderr captured so far: head and tail, with a marker
-// line where bytes were dropped.
-func (p *Process) Stderr() []byte { return p.stderr.Bytes() }
+// line where bytes were dropped. Once the command has exited it includes
+// everything the command wrote: the first call after the exit waits for
+// the pipe to drain (EOF, immediate unless a descendant still holds the
+// pipe, and then bounded by drainDelay).
+func (p *Process) Stderr() []byte {
+	select {
+	case <-p.g.exited:
+		p.stderrSettle.Do(func() {
+			t := time.NewTimer(drainDelay)
+			defer t.Stop()
+			select {
+			case <-p.stderrDone:
+			case <-t.C:
+			}
+		})
+	default:
+	}
+	return p.stderr.Bytes()
+}
 
 // Exited is closed when the command has exited (the rest of its group
 // may live on until Teardown).

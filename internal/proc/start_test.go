@@ -288,3 +288,18 @@ func TestStartErrors(t *testing.T) {
 		t.Error("Start with a done context succeeded")
 	}
 }
+
+// Once the command has exited, Stderr holds everything it wrote, however
+// far the copier had got when the exit was seen.
+func TestStderrCompleteAfterExit(t *testing.T) {
+	for range 20 {
+		p := start(t, Spec{Argv: []string{"sh", "-c",
+			`i=0; while [ $i -lt 300 ]; do echo "line $i" >&2; i=$((i+1)); done; echo last >&2; exit 3`}})
+		if ex, err := p.Wait(); err != nil || ex.Code != 3 {
+			t.Fatalf("Wait = %+v, %v", ex, err)
+		}
+		if got := string(p.Stderr()); !strings.HasSuffix(got, "line 299\nlast\n") {
+			t.Fatalf("stderr after exit ends %q", got[max(0, len(got)-40):])
+		}
+	}
+}
