@@ -15,9 +15,9 @@ import (
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 	"github.com/dsh-dev/dsh/internal/llm/openai"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
-	"github.com/dsh-dev/dsh/internal/subprocess"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/bash"
 )
@@ -101,7 +101,7 @@ func modelOnly(b *testing.B, srv *llmtest.Server, steps int) {
 // shellOnly runs the same commands without the harness: the shell's share.
 func shellOnly(b *testing.B, dir string, steps int) {
 	for range steps {
-		if _, err := subprocess.Run(context.Background(), subprocess.Spec{Argv: []string{"bash", "-c", "true"}, Dir: dir}); err != nil {
+		if _, err := proc.Run(context.Background(), proc.Spec{Argv: []string{"bash", "-c", "true"}, Dir: dir}); err != nil {
 			b.Fatal(err)
 		}
 	}

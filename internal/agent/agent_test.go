@@ -11,8 +11,8 @@ import (
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 	"github.com/dsh-dev/dsh/internal/session"
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 

@@ -9,7 +9,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/dsh-dev/dsh/internal/compose"
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/acpclient"
 )
@@ -57,7 +57,7 @@ func decodeACPAgent(n *yaml.Node) (any, error) {
 func (d acpAgentDef) provider() (*acpclient.Provider, error) {
 	return acpclient.New(acpclient.Options{
 		Name: "acp:" + d.Name, Command: d.Command, Dir: d.Dir, Timeout: d.Timeout,
-		Env: oop.EnvPolicy{Passthrough: d.EnvPassthrough, Set: d.Env},
+		Env: proc.EnvPolicy{Passthrough: d.EnvPassthrough, Set: d.Env},
 	})
 }
 

@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/dsh-dev/dsh/internal/compose"
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/claudecode"
 )
@@ -64,7 +64,7 @@ func decodeClaudeCode(n *yaml.Node) (any, error) {
 func (d claudeCodeDef) provider(command string) (*claudecode.Provider, error) {
 	return claudecode.New(claudecode.Options{
 		Command: command, Model: d.Model, Dir: d.Dir, Timeout: d.Timeout,
-		Env: oop.EnvPolicy{Passthrough: d.EnvPassthrough, Set: d.Env},
+		Env: proc.EnvPolicy{Passthrough: d.EnvPassthrough, Set: d.Env},
 	})
 }
 

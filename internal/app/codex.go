@@ -9,7 +9,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/dsh-dev/dsh/internal/compose"
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/subagent/codex"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
@@ -51,7 +51,7 @@ func decodeCodex(n *yaml.Node) (any, error) {
 func (d codexDef) config() (codex.Config, error) {
 	cfg := codex.Config{
 		Command: d.Command, Dir: d.Dir, PermissionMode: d.PermissionMode, ThreadMode: d.ThreadMode,
-		Env: oop.EnvPolicy{Passthrough: d.EnvPassthrough, Set: d.Env}, ModelSelection: true, Version: Version,
+		Env: proc.EnvPolicy{Passthrough: d.EnvPassthrough, Set: d.Env}, ModelSelection: true, Version: Version,
 	}
 	if d.ModelSelection != nil {
 		cfg.ModelSelection = *d.ModelSelection

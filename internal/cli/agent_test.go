@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 	"github.com/dsh-dev/dsh/internal/session"
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 )
 
 func toolCall(name string, args map[string]any) llmtest.ToolCall {

@@ -20,8 +20,8 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/cli"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 	"github.com/dsh-dev/dsh/internal/session"
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 )
 
 var dshBin, fakeACPBin, fakeCodexBin string

@@ -136,7 +136,8 @@ func NewConn(r io.Reader, w io.Writer, opts Options) *Conn {
 	return c
 }
 
-// Done is closed when the connection has ended.
+// Done is closed when the connection has ended, before any call fails
+// with ErrClosed.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // Err reports why the connection ended: io.EOF when the peer closed its
@@ -163,6 +164,10 @@ func (c *Conn) shutdown(cause error) {
 		c.err = cause
 		pending := c.pending
 		c.pending = make(map[int64]chan response)
+		// Done closes before any call can fail with ErrClosed (they see
+		// c.err under mu, or get the error below), so a caller that got
+		// ErrClosed always finds Done closed.
+		close(c.done)
 		c.mu.Unlock()
 		callErr := ErrClosed
 		if !errors.Is(cause, ErrClosed) {
@@ -171,7 +176,6 @@ func (c *Conn) shutdown(cause error) {
 		for _, ch := range pending {
 			ch <- response{err: callErr} // buffered, never blocks
 		}
-		close(c.done)
 		c.cancelAll()
 		if rc, ok := c.r.(io.Closer); ok {
 			_ = rc.Close()

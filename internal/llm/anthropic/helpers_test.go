@@ -46,6 +46,19 @@ func client(t *testing.T, srv *httptest.Server, cfg Config) *Client {
 	return New(cfg)
 }
 
+// pipeClient is client against an in-memory server (see
+// llmhttptest.PipeServer), for tests in a synctest bubble.
+func pipeClient(t *testing.T, handle func(w http.ResponseWriter, r *http.Request), cfg Config) *Client {
+	t.Helper()
+	url, hc, _ := llmhttptest.PipeServer(t, handle)
+	cfg.BaseURL = url + "/"
+	cfg.HTTPClient = hc
+	if cfg.Provider == "" {
+		cfg.Provider = "test"
+	}
+	return New(cfg)
+}
+
 // drain runs a stream to its end and checks the adapter contract (see
 // llmhttptest.Drain).
 func drain(t *testing.T, ctx context.Context, c *Client, req llm.Request) llmhttptest.Result {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -195,32 +196,47 @@ func TestStreamEndsAfterMessageDelta(t *testing.T) {
 	}
 }
 
+// TestIdleTimeout runs each case in a synctest bubble over in-memory
+// connections: the idle limit is measured on the fake clock, so the
+// failure comes exactly one limit after the last byte, and pings whose
+// gaps stay under the limit keep the stream alive, both independent of
+// the machine's load.
 func TestIdleTimeout(t *testing.T) {
 	t.Run("stall mid-stream", func(t *testing.T) {
-		srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
-			sseBody(textEvents("hi", "end_turn")[:3]...)(w, r)
-			<-r.Context().Done()
+		synctest.Test(t, func(t *testing.T) {
+			lastByte := make(chan time.Time, 1)
+			c := pipeClient(t, func(w http.ResponseWriter, r *http.Request) {
+				sseBody(textEvents("hi", "end_turn")[:3]...)(w, r)
+				lastByte <- time.Now()
+				<-r.Context().Done()
+			}, Config{IdleTimeout: 100 * time.Millisecond})
+			res := drain(t, t.Context(), c, llm.Request{Model: "claude"})
+			wantCode(t, res, llm.CodeTimeout)
+			if d := time.Since(<-lastByte); d != 100*time.Millisecond {
+				t.Errorf("timed out %v after the last byte, want exactly 100ms", d)
+			}
 		})
-		start := time.Now()
-		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 100 * time.Millisecond}), llm.Request{Model: "claude"})
-		wantCode(t, res, llm.CodeTimeout)
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("timeout took %v", d)
-		}
 	})
 	t.Run("pings keep a slow stream alive", func(t *testing.T) {
-		srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
-			sseBody(messageStart)(w, r)
-			for range 8 {
-				time.Sleep(40 * time.Millisecond)
-				sseBody(ping)(w, r)
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			c := pipeClient(t, func(w http.ResponseWriter, r *http.Request) {
+				sseBody(messageStart)(w, r)
+				// 8 x 149 ms: far past the 150 ms limit in all, each gap under it.
+				for range 8 {
+					time.Sleep(149 * time.Millisecond)
+					sseBody(ping)(w, r)
+				}
+				sseBody(textEvents("hi", "end_turn")[1:]...)(w, r)
+			}, Config{IdleTimeout: 150 * time.Millisecond})
+			res := drain(t, t.Context(), c, llm.Request{Model: "claude"})
+			if res.Failure != nil || res.Finish().Reason != llm.FinishStop {
+				t.Fatalf("got %v; want stop", res.Failure)
 			}
-			sseBody(textEvents("hi", "end_turn")[1:]...)(w, r)
+			if d := time.Since(start); d != 8*149*time.Millisecond {
+				t.Errorf("stream took %v, want exactly %v", d, 8*149*time.Millisecond)
+			}
 		})
-		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 150 * time.Millisecond}), llm.Request{Model: "claude"})
-		if res.Failure != nil || res.Finish().Reason != llm.FinishStop {
-			t.Fatalf("got %v; want stop", res.Failure)
-		}
 	})
 	noLeaks(t)
 }

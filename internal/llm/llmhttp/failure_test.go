@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -41,9 +42,16 @@ func TestFailerTransport(t *testing.T) {
 	fl := Failer{Provider: "p", APIKey: "sk-test-1"}
 	cancelled, cancel := context.WithCancelCause(t.Context())
 	cancel(errors.New("user pressed Esc"))
-	fired := NewWatchdog(time.Nanosecond, func() {})
-	for !fired.Fired() {
-		time.Sleep(time.Millisecond)
+	// A fired watchdog, without polling the clock: in a synctest bubble
+	// the timer fires as soon as the bubble sleeps past it.
+	var fired *Watchdog
+	synctest.Test(t, func(t *testing.T) {
+		fired = NewWatchdog(time.Nanosecond, func() {})
+		time.Sleep(time.Nanosecond)
+		synctest.Wait() // the timer's function has run
+	})
+	if !fired.Fired() {
+		t.Fatal("watchdog did not fire")
 	}
 	idle := NewWatchdog(time.Hour, func() {})
 	defer idle.Stop()

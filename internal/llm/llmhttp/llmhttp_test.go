@@ -2,15 +2,16 @@ package llmhttp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/llmhttp/llmhttptest"
 	"github.com/dsh-dev/dsh/internal/llm/sse"
 )
 
@@ -172,35 +173,32 @@ func TestEndpointStream(t *testing.T) {
 		}, llm.CodeTimeout, ":x", ""},
 	}
 	for _, tt := range tests {
+		// In a synctest bubble over in-memory connections the 100 ms idle
+		// limit is fake time: only the stall case reaches it, however
+		// loaded the machine.
 		t.Run(tt.name, func(t *testing.T) {
-			var got struct {
-				Model  string
-				Header string
-			}
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_ = json.NewDecoder(r.Body).Decode(&got)
-				got.Header = r.Header.Get("X-Test")
-				tt.handle(w, r)
-			}))
-			defer srv.Close()
-			ep := Endpoint{
-				URL: srv.URL, IdleTimeout: 100 * time.Millisecond, Failer: Failer{Provider: "p"},
-				JSONError: func(e APIError) (llm.Code, bool) { return llm.CodeAuth, e.Message != "" },
-			}
-			d := newFake()
-			f := ep.Stream(t.Context(), map[string]string{"model": "m"}, func(h http.Header) { h.Set("X-Test", "yes") }, d)
-			if (f == nil) != (tt.code == "") || (f != nil && f.Code != tt.code) {
-				t.Fatalf("failure = %v; want %q", f, tt.code)
-			}
-			if f != nil && !strings.HasPrefix(f.Message, "p: ") && tt.code != llm.CodeServer && tt.code != llm.CodeStreamClosed {
-				t.Errorf("message %q lacks the provider", f.Message)
-			}
-			if e := strings.Join(d.events, " "); e != tt.events || d.ended != tt.ended {
-				t.Errorf("events %q, ended %q; want %q, %q", e, d.ended, tt.events, tt.ended)
-			}
-			if got.Model != "m" || got.Header != "yes" {
-				t.Errorf("server got %+v", got)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				url, client, capture := llmhttptest.PipeServer(t, tt.handle)
+				ep := Endpoint{
+					URL: url, Client: client, IdleTimeout: 100 * time.Millisecond, Failer: Failer{Provider: "p"},
+					JSONError: func(e APIError) (llm.Code, bool) { return llm.CodeAuth, e.Message != "" },
+				}
+				d := newFake()
+				f := ep.Stream(t.Context(), map[string]string{"model": "m"}, func(h http.Header) { h.Set("X-Test", "yes") }, d)
+				if (f == nil) != (tt.code == "") || (f != nil && f.Code != tt.code) {
+					t.Fatalf("failure = %v; want %q", f, tt.code)
+				}
+				if f != nil && !strings.HasPrefix(f.Message, "p: ") && tt.code != llm.CodeServer && tt.code != llm.CodeStreamClosed {
+					t.Errorf("message %q lacks the provider", f.Message)
+				}
+				if e := strings.Join(d.events, " "); e != tt.events || d.ended != tt.ended {
+					t.Errorf("events %q, ended %q; want %q, %q", e, d.ended, tt.events, tt.ended)
+				}
+				header, _, body := capture.Get()
+				if body["model"] != "m" || header.Get("X-Test") != "yes" {
+					t.Errorf("server got %v, %v", body, header)
+				}
+			})
 		})
 	}
 }

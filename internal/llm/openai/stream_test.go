@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -222,40 +223,61 @@ func TestStreamDropAfterFinish(t *testing.T) {
 	}
 }
 
+// TestIdleTimeout runs each case in a synctest bubble over in-memory
+// connections: the idle limit is measured on the fake clock, so the
+// failure comes exactly one limit after the last byte, and a stream whose
+// gaps stay under the limit lives however long it lasts in total, both
+// independent of the machine's load.
 func TestIdleTimeout(t *testing.T) {
 	t.Run("stall mid-stream", func(t *testing.T) {
-		srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
-			sseBody(deltaEv(`{"content":"x"}`))(w, r)
-			<-r.Context().Done() // the client gives up and closes the connection
+		synctest.Test(t, func(t *testing.T) {
+			lastByte := make(chan time.Time, 1)
+			c := pipeClient(t, func(w http.ResponseWriter, r *http.Request) {
+				sseBody(deltaEv(`{"content":"x"}`))(w, r)
+				lastByte <- time.Now()
+				<-r.Context().Done() // the client gives up and closes the connection
+			}, Config{IdleTimeout: 100 * time.Millisecond})
+			res := drain(t, t.Context(), c, llm.Request{Model: "m"})
+			wantCode(t, res, llm.CodeTimeout)
+			if d := time.Since(<-lastByte); d != 100*time.Millisecond {
+				t.Errorf("timed out %v after the last byte, want exactly 100ms", d)
+			}
 		})
-		start := time.Now()
-		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 100 * time.Millisecond}), llm.Request{Model: "m"})
-		wantCode(t, res, llm.CodeTimeout)
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("timeout took %v", d)
-		}
 	})
 	t.Run("stall before headers", func(t *testing.T) {
-		srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 100 * time.Millisecond}), llm.Request{Model: "m"})
-		wantCode(t, res, llm.CodeTimeout)
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			c := pipeClient(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() },
+				Config{IdleTimeout: 100 * time.Millisecond})
+			res := drain(t, t.Context(), c, llm.Request{Model: "m"})
+			wantCode(t, res, llm.CodeTimeout)
+			if d := time.Since(start); d != 100*time.Millisecond {
+				t.Errorf("timed out after %v, want exactly 100ms", d)
+			}
+		})
 	})
 	t.Run("comments keep a slow stream alive", func(t *testing.T) {
-		srv, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			// 8 x 40 ms is well past the 150 ms idle limit in total, but
-			// no single gap reaches it.
-			for range 8 {
-				fmt.Fprint(w, ": keep-alive\n\n")
-				w.(http.Flusher).Flush()
-				time.Sleep(40 * time.Millisecond)
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			c := pipeClient(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				// 8 x 149 ms is far past the 150 ms idle limit in total,
+				// but no single gap reaches it.
+				for range 8 {
+					fmt.Fprint(w, ": keep-alive\n\n")
+					w.(http.Flusher).Flush()
+					time.Sleep(149 * time.Millisecond)
+				}
+				sseBody(textOnly...)(w, r)
+			}, Config{IdleTimeout: 150 * time.Millisecond})
+			res := drain(t, t.Context(), c, llm.Request{Model: "m"})
+			if res.Failure != nil || res.Finish().Reason != llm.FinishStop {
+				t.Fatalf("got %v; want stop", res.Failure)
 			}
-			sseBody(textOnly...)(w, r)
+			if d := time.Since(start); d != 8*149*time.Millisecond {
+				t.Errorf("stream took %v, want exactly %v", d, 8*149*time.Millisecond)
+			}
 		})
-		res := drain(t, t.Context(), client(t, srv, Config{IdleTimeout: 150 * time.Millisecond}), llm.Request{Model: "m"})
-		if res.Failure != nil || res.Finish().Reason != llm.FinishStop {
-			t.Fatalf("got %v; want stop", res.Failure)
-		}
 	})
 	noLeaks(t)
 }

@@ -89,7 +89,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/subagent"
 )
 
@@ -112,7 +112,7 @@ type Options struct {
 	// Command is the agent's argv. Required.
 	Command []string
 	// Env is the agent's environment policy.
-	Env oop.EnvPolicy
+	Env proc.EnvPolicy
 	// Dir, when non-empty, overrides the working directory (otherwise the
 	// delegating session's cwd). It is validated by New.
 	Dir string
@@ -120,7 +120,7 @@ type Options struct {
 	// beyond the caller's context. A run that times out is cancelled and
 	// reported with stop reason "error".
 	Timeout time.Duration
-	// KillGrace is passed to oop.Spec.KillGrace; 0 is oop's default.
+	// KillGrace is passed to proc.Spec.KillGrace; 0 is proc's default.
 	KillGrace time.Duration
 }
 
@@ -146,7 +146,7 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("acpclient: env: %w", err)
 	}
 	if o.Dir != "" {
-		d, err := oop.ValidateOverride(o.Dir)
+		d, err := proc.ValidateOverride(o.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("acpclient: dir: %w", err)
 		}
@@ -175,19 +175,19 @@ func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Ru
 	if text == "" {
 		return nil, errors.New("acpclient: prompt has no text")
 	}
-	dir, err := oop.ResolveDir(p.o.Dir, req.Parent.Header().Cwd)
+	dir, err := proc.ResolveDir(p.o.Dir, req.Parent.Header().Cwd)
 	if err != nil {
 		return nil, fmt.Errorf("acpclient: %w", err)
 	}
-	// The process lives until the run tears it down: the run, not oop,
+	// The process lives until the run tears it down: the run, not proc,
 	// reacts to ctx so that session/cancel is sent before teardown.
-	proc, err := oop.Start(context.WithoutCancel(ctx), oop.Spec{
+	child, err := proc.Start(context.WithoutCancel(ctx), proc.Spec{
 		Argv: p.o.Command, Dir: dir, Env: p.o.Env, KillGrace: p.o.KillGrace,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("acpclient: start %s: %w", p.o.Name, err)
 	}
-	r := newRun(p, proc, req.Permission, dir, req.Progress)
+	r := newRun(p, child, req.Permission, dir, req.Progress)
 	var deadline <-chan time.Time
 	if p.o.Timeout > 0 {
 		t := time.NewTimer(p.o.Timeout)
@@ -212,7 +212,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Ru
 		if cleanup != nil {
 			msg += "; " + cleanup.Error()
 		}
-		return nil, errors.New(clip(msg+stderrSuffix(proc), subagent.MaxDiagnostic))
+		return nil, errors.New(clip(msg+stderrSuffix(child), subagent.MaxDiagnostic))
 	}
 	go r.loop(ctx, deadline, text)
 	return r, nil

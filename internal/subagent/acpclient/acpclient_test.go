@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/oop"
 	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/proc"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/acpclient"
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 )
 
 func newProvider(t *testing.T, mode, fifo string) *acpclient.Provider {
@@ -40,7 +40,7 @@ func newProviderEnv(t *testing.T, mode, fifo string, env map[string]string) *acp
 	p, err := acpclient.New(acpclient.Options{
 		Name:      "acp:fake",
 		Command:   []string{exe},
-		Env:       oop.EnvPolicy{Set: set},
+		Env:       proc.EnvPolicy{Set: set},
 		KillGrace: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -543,7 +543,7 @@ func TestTimeoutClosesOpenToolCalls(t *testing.T) {
 	}
 	p, err := acpclient.New(acpclient.Options{
 		Name: "acp:fake", Command: []string{exe}, Timeout: time.Second, KillGrace: 500 * time.Millisecond,
-		Env: oop.EnvPolicy{Set: map[string]string{fakeEnv: "wait"}},
+		Env: proc.EnvPolicy{Set: map[string]string{fakeEnv: "wait"}},
 	})
 	if err != nil {
 		t.Fatal(err)

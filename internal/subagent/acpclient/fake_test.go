@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
+	"github.com/dsh-dev/dsh/internal/leakcheck"
 )
 
 // The test binary doubles as a fake ACP agent when fakeEnv is set; its
@@ -117,7 +118,7 @@ func TestMain(m *testing.M) {
 	if mode, ok := os.LookupEnv(fakeEnv); ok {
 		os.Exit(fakeAgent(strings.Split(mode, ",")))
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 func has(modes []string, m string) bool {

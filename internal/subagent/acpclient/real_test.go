@@ -15,9 +15,9 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
-	"github.com/dsh-dev/dsh/internal/oop"
 	"github.com/dsh-dev/dsh/internal/peers"
 	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
@@ -47,7 +47,7 @@ func TestRealCodexACPDelegation(t *testing.T) {
 	p, err := acpclient.New(acpclient.Options{
 		Name:    "acp:codex",
 		Command: []string{bin},
-		Env: oop.EnvPolicy{
+		Env: proc.EnvPolicy{
 			Passthrough: []string{"PATH"}, // the npm bin is a node script
 			Set: map[string]string{
 				"HOME":              home,

@@ -11,8 +11,8 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/oop"
 	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/subagent"
 )
@@ -50,8 +50,8 @@ type toolCall struct {
 
 type run struct {
 	p         *Provider
-	proc      *oop.Process
-	handle    *oop.Handle
+	proc      *proc.Process
+	handle    *proc.Handle
 	conn      *jsonrpc.Conn
 	perm      permission.State
 	cwd       string
@@ -82,15 +82,15 @@ type run struct {
 	ended      bool
 }
 
-func newRun(p *Provider, proc *oop.Process, perm permission.State, cwd string, progress func(string)) *run {
+func newRun(p *Provider, child *proc.Process, perm permission.State, cwd string, progress func(string)) *run {
 	r := &run{
-		p: p, proc: proc, perm: perm, cwd: cwd, progress: progress,
+		p: p, proc: child, perm: perm, cwd: cwd, progress: progress,
 		stopTimer: func() bool { return false },
 		settle:    subagent.NewSettlement(),
 		calls:     map[string]*toolCall{},
 	}
-	r.handle = oop.NewHandle(proc, nil)
-	r.conn = jsonrpc.NewConn(proc.Stdout(), proc.Stdin(), jsonrpc.Options{
+	r.handle = proc.NewHandle(child, nil)
+	r.conn = jsonrpc.NewConn(child.Stdout(), child.Stdin(), jsonrpc.Options{
 		Dialect:        jsonrpc.V2,
 		OnNotification: r.onNotification,
 		OnRequest:      r.onRequest,
@@ -729,7 +729,7 @@ func (r *run) Dispose() error {
 	return r.handle.Dispose()
 }
 
-func stderrSuffix(p *oop.Process) string {
+func stderrSuffix(p *proc.Process) string {
 	s := p.StderrTail(stderrTail)
 	if s == "" {
 		return ""

@@ -4,7 +4,7 @@
 //	claude -p --output-format stream-json --input-format stream-json --verbose …
 //
 // Each run spawns the configured command as a guarded process group (see
-// package oop) in oop.ResolveDir(Options.Dir, the delegating session's cwd),
+// package proc) in proc.ResolveDir(Options.Dir, the delegating session's cwd),
 // writes the prompt as one stream-json user message on stdin and reads the
 // NDJSON events Claude Code prints on stdout. Start returns once Claude has
 // announced its session (system/init, or a result at once, as a failed
@@ -103,7 +103,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/schema"
 	"github.com/dsh-dev/dsh/internal/subagent"
@@ -126,7 +126,7 @@ const InterruptGrace = 2 * time.Second
 const ExitGrace = 2 * time.Second
 
 // DefaultPassthrough lists the variables Claude Code is given from dsh's
-// environment besides oop.BaseEnv: its credentials and endpoint, its
+// environment besides proc.BaseEnv: its credentials and endpoint, its
 // configuration directory and switches, the shell its Bash tool runs, and
 // proxy and CA settings.
 var DefaultPassthrough = []string{
@@ -156,7 +156,7 @@ type Options struct {
 	Model string
 	// Env extends the environment policy: its Passthrough is added to
 	// DefaultPassthrough, its Set overrides DefaultSet.
-	Env oop.EnvPolicy
+	Env proc.EnvPolicy
 	// Dir, when non-empty, overrides the working directory (otherwise the
 	// delegating session's cwd). It is validated by New.
 	Dir string
@@ -164,7 +164,7 @@ type Options struct {
 	// beyond the caller's context. A run that times out is cancelled and
 	// reported with stop reason "error".
 	Timeout time.Duration
-	// KillGrace is passed to oop.Spec.KillGrace; 0 is oop's default.
+	// KillGrace is passed to proc.Spec.KillGrace; 0 is proc's default.
 	KillGrace time.Duration
 	// InterruptGrace bounds the wait for Claude's result after an
 	// interrupt; 0 means InterruptGrace.
@@ -175,7 +175,7 @@ type Options struct {
 // for concurrent use.
 type Provider struct {
 	o   Options
-	env oop.EnvPolicy
+	env proc.EnvPolicy
 }
 
 var _ subagent.Provider = (*Provider)(nil)
@@ -198,7 +198,7 @@ func New(o Options) (*Provider, error) {
 	if o.InterruptGrace == 0 {
 		o.InterruptGrace = InterruptGrace
 	}
-	env := oop.EnvPolicy{
+	env := proc.EnvPolicy{
 		Passthrough: append(slices.Clone(DefaultPassthrough), o.Env.Passthrough...),
 		Set:         map[string]string{},
 	}
@@ -212,7 +212,7 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("claudecode: env: %w", err)
 	}
 	if o.Dir != "" {
-		d, err := oop.ValidateOverride(o.Dir)
+		d, err := proc.ValidateOverride(o.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("claudecode: dir: %w", err)
 		}
@@ -277,19 +277,19 @@ func (p *Provider) Start(ctx context.Context, req subagent.Request) (subagent.Ru
 	if err != nil {
 		return nil, err
 	}
-	dir, err := oop.ResolveDir(p.o.Dir, req.Parent.Header().Cwd)
+	dir, err := proc.ResolveDir(p.o.Dir, req.Parent.Header().Cwd)
 	if err != nil {
 		return nil, fmt.Errorf("claudecode: %w", err)
 	}
-	// The process lives until the run tears it down: the run, not oop,
+	// The process lives until the run tears it down: the run, not proc,
 	// reacts to ctx so that the interrupt is sent before teardown.
-	proc, err := oop.Start(context.WithoutCancel(ctx), oop.Spec{
+	child, err := proc.Start(context.WithoutCancel(ctx), proc.Spec{
 		Argv: argv, Dir: dir, Env: p.env, KillGrace: p.o.KillGrace,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claudecode: start %s: %w", p.o.Name, err)
 	}
-	r := newRun(p, proc, req.Progress, sc, note, resume)
+	r := newRun(p, child, req.Progress, sc, note, resume)
 	if note != "" {
 		r.progress(note)
 	}

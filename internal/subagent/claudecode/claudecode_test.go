@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/leakcheck"
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/oop"
 	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 	if code, ok := fakeMain(); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 // fake describes one fake Claude: its modes and where it records what it
@@ -219,7 +220,7 @@ func TestEnvironment(t *testing.T) {
 	t.Setenv("EXTRA_PASS", "yes")
 	rec := filepath.Join(t.TempDir(), "rec.json")
 	r, err := newProvider(t, fake{mode: "ok", record: rec, o: claudecode.Options{
-		Env: oop.EnvPolicy{Passthrough: []string{"EXTRA_PASS"}, Set: map[string]string{"DISABLE_TELEMETRY": "0"}},
+		Env: proc.EnvPolicy{Passthrough: []string{"EXTRA_PASS"}, Set: map[string]string{"DISABLE_TELEMETRY": "0"}},
 	}}).Start(context.Background(), request(t, sandbox.ReadOnly))
 	if err != nil {
 		t.Fatal(err)
@@ -468,7 +469,7 @@ func TestNewValidates(t *testing.T) {
 		{Timeout: -1},
 		{InterruptGrace: -1},
 		{Dir: "/nonexistent/dir"},
-		{Env: oop.EnvPolicy{Set: map[string]string{"A=B": "x"}}},
+		{Env: proc.EnvPolicy{Set: map[string]string{"A=B": "x"}}},
 	} {
 		if _, err := claudecode.New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)

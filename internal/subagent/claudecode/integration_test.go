@@ -12,8 +12,8 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
-	"github.com/dsh-dev/dsh/internal/oop"
 	"github.com/dsh-dev/dsh/internal/peers"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/claudecode"
@@ -53,7 +53,7 @@ func TestRealClaude(t *testing.T) {
 	home := t.TempDir()
 	p, err := claudecode.New(claudecode.Options{
 		Command: bin, Model: "claude-fake-model", Timeout: time.Minute,
-		Env: oop.EnvPolicy{Set: map[string]string{
+		Env: proc.EnvPolicy{Set: map[string]string{
 			"ANTHROPIC_BASE_URL": srv.URL(), "ANTHROPIC_API_KEY": "dummy",
 			"HOME": home, "CLAUDE_CONFIG_DIR": filepath.Join(home, ".claude"),
 		}},

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/claudecode"
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 )
 
 func TestExitWithoutResult(t *testing.T) {

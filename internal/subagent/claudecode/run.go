@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/schema"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
@@ -30,8 +30,8 @@ const interruptLine = `{"type":"control_request","request_id":"dsh-interrupt","r
 
 type run struct {
 	p         *Provider
-	proc      *oop.Process
-	handle    *oop.Handle
+	proc      *proc.Process
+	handle    *proc.Handle
 	report    func(string) // the request's Progress; may be nil
 	schema    *schema.Schema
 	note      string // the root fallback notice, if any
@@ -63,9 +63,9 @@ type run struct {
 	published bool
 }
 
-func newRun(p *Provider, proc *oop.Process, report func(string), sc *schema.Schema, note, resume string) *run {
+func newRun(p *Provider, child *proc.Process, report func(string), sc *schema.Schema, note, resume string) *run {
 	return &run{
-		p: p, proc: proc, handle: oop.NewHandle(proc, nil), report: report, schema: sc, note: note, resume: resume,
+		p: p, proc: child, handle: proc.NewHandle(child, nil), report: report, schema: sc, note: note, resume: resume,
 		stopTimer:    func() bool { return false },
 		sessionReady: make(chan struct{}),
 		resultReady:  make(chan struct{}),

@@ -3,7 +3,7 @@
 // `subagent_codex` tool, the generic subagent provider "codex" and `dsh
 // delegate codex`.
 //
-// A run spawns the app-server as a guarded process group (package oop),
+// A run spawns the app-server as a guarded process group (package proc),
 // performs the initialize handshake, starts or resumes a thread (naming
 // durable ones "DSH · <description>"), sends one turn with the prompt,
 // images, reasoning effort and output schema, follows the turn's
@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/proc"
 )
 
 // Config configures a Provider.
@@ -32,7 +32,7 @@ type Config struct {
 	Command []string
 	// Env adds to DefaultEnv: Codex keeps its own configuration, so the
 	// variables it needs pass through.
-	Env oop.EnvPolicy
+	Env proc.EnvPolicy
 	// Dir overrides the working directory (validated by New); otherwise
 	// the delegating session's cwd.
 	Dir string
@@ -47,7 +47,7 @@ type Config struct {
 	NoTimeout bool
 	// ModelSelection offers model and reasoning_effort per call.
 	ModelSelection bool
-	// KillGrace is oop's TERM→KILL grace; 0 is oop's default.
+	// KillGrace is proc's TERM→KILL grace; 0 is proc's default.
 	KillGrace time.Duration
 	// ClientName is clientInfo.name (the originator); default "dsh".
 	ClientName string
@@ -55,7 +55,7 @@ type Config struct {
 	Version string
 }
 
-// DefaultEnv is what passes through to the app-server besides oop.BaseEnv:
+// DefaultEnv is what passes through to the app-server besides proc.BaseEnv:
 // Codex's own configuration and credentials, locale, proxies and
 // certificates.
 var DefaultEnv = []string{
@@ -69,7 +69,7 @@ var DefaultEnv = []string{
 // session for thread_mode session and which threads are in use.
 type Provider struct {
 	cfg Config
-	env oop.EnvPolicy
+	env proc.EnvPolicy
 
 	mu      sync.Mutex
 	session map[string]string // session key → remembered thread id
@@ -112,13 +112,13 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Version = "0"
 	}
 	if cfg.Dir != "" {
-		d, err := oop.ValidateOverride(cfg.Dir)
+		d, err := proc.ValidateOverride(cfg.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("codex: dir: %w", err)
 		}
 		cfg.Dir = d
 	}
-	env := oop.EnvPolicy{Passthrough: append(append([]string(nil), DefaultEnv...), cfg.Env.Passthrough...), Set: cfg.Env.Set}
+	env := proc.EnvPolicy{Passthrough: append(append([]string(nil), DefaultEnv...), cfg.Env.Passthrough...), Set: cfg.Env.Set}
 	if _, err := env.Build(nil); err != nil {
 		return nil, fmt.Errorf("codex: env: %w", err)
 	}

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/leakcheck"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/subagent/codex"
 )
 
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build dsh-fakecodex: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := leakcheck.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -52,7 +53,7 @@ func newFake(t *testing.T, cfg codex.Config, script string) *fake {
 	f := &fake{t: t, script: filepath.Join(dir, "script.json"), log: filepath.Join(dir, "log.jsonl"), work: t.TempDir()}
 	f.setScript(script)
 	cfg.Command = []string{fakeBin}
-	cfg.Env = oop.EnvPolicy{Set: map[string]string{
+	cfg.Env = proc.EnvPolicy{Set: map[string]string{
 		"CODEX_HOME": filepath.Join(dir, "codex-home"), "DSH_FAKECODEX_SCRIPT": f.script, "DSH_FAKECODEX_LOG": f.log,
 	}}
 	if cfg.Timeout == 0 {
@@ -438,7 +439,7 @@ func BenchmarkDelegateFake(b *testing.B) {
 	if err := os.WriteFile(script, []byte(`{"turns":[{"warning":""}]}`), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	p, err := codex.New(codex.Config{Command: []string{fakeBin}, Env: oop.EnvPolicy{Set: map[string]string{
+	p, err := codex.New(codex.Config{Command: []string{fakeBin}, Env: proc.EnvPolicy{Set: map[string]string{
 		"CODEX_HOME": filepath.Join(dir, "home"), "DSH_FAKECODEX_SCRIPT": script,
 	}}})
 	if err != nil {

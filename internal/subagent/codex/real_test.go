@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
-	"github.com/dsh-dev/dsh/internal/oop"
 	"github.com/dsh-dev/dsh/internal/peers"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/subagent/codex"
 )
 
@@ -31,7 +31,7 @@ func realProvider(t *testing.T, srv *llmtest.Server, model string) *codex.Provid
 	}
 	p, err := codex.New(codex.Config{
 		Command: []string{bin}, ModelSelection: true, Timeout: time.Minute,
-		Env: oop.EnvPolicy{Set: map[string]string{"HOME": home, "CODEX_HOME": codexHome, llmtest.CodexKeyEnv: llmtest.CodexKey}},
+		Env: proc.EnvPolicy{Set: map[string]string{"HOME": home, "CODEX_HOME": codexHome, llmtest.CodexKeyEnv: llmtest.CodexKey}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
-	"github.com/dsh-dev/dsh/internal/oop"
+	"github.com/dsh-dev/dsh/internal/proc"
 )
 
 // InterruptGrace bounds how long a cancelled turn waits for turn/completed
@@ -83,8 +83,8 @@ type run struct {
 	out         Outcome
 	parent      context.Context
 	dctx        context.Context
-	proc        *oop.Process
-	handle      *oop.Handle
+	proc        *proc.Process
+	handle      *proc.Handle
 	conn        *jsonrpc.Conn
 	claimed     string // thread id this run marked busy
 	interrupted bool
@@ -212,21 +212,21 @@ func (r *run) exitText() string {
 // drive is the run after validation; every path ends in teardown.
 func (r *run) drive() {
 	defer r.teardown()
-	proc, err := oop.Start(context.WithoutCancel(r.dctx), oop.Spec{
+	child, err := proc.Start(context.WithoutCancel(r.dctx), proc.Spec{
 		Argv: r.out.Process.Argv, Dir: r.req.Cwd, Env: r.p.env, KillGrace: r.p.cfg.KillGrace,
 	})
 	if err != nil {
 		r.fail(CategorySpawn, fmt.Sprintf("start %s: %v", r.out.Process.Argv[0], err))
 		return
 	}
-	r.proc = proc
-	r.handle = oop.NewHandle(proc, nil)
-	r.out.Process.Pid, r.out.Process.Pgid = proc.Pid(), proc.Pgid()
-	r.conn = jsonrpc.NewConn(proc.Stdout(), proc.Stdin(), jsonrpc.Options{
+	r.proc = child
+	r.handle = proc.NewHandle(child, nil)
+	r.out.Process.Pid, r.out.Process.Pgid = child.Pid(), child.Pgid()
+	r.conn = jsonrpc.NewConn(child.Stdout(), child.Stdin(), jsonrpc.Options{
 		Dialect: jsonrpc.Codex, OnNotification: r.onNotification, OnRequest: r.onRequest,
 		OnProtocolError: func(e error) { r.note("protocol: %v", e) },
 	})
-	r.checkpoint("spawned", map[string]any{"pid": proc.Pid(), "pgid": proc.Pgid()})
+	r.checkpoint("spawned", map[string]any{"pid": child.Pid(), "pgid": child.Pgid()})
 
 	if err := r.conn.Call(r.dctx, "initialize", map[string]any{
 		"clientInfo":   map[string]any{"name": r.p.cfg.ClientName, "title": "dsh", "version": r.p.cfg.Version},

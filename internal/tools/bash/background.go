@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/internal/jobs"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/redact"
-	"github.com/dsh-dev/dsh/internal/subprocess"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -21,7 +21,7 @@ import (
 const JobKind = "bash"
 
 // A background command streams its output into its job while it runs,
-// but subprocess.Run hands output back only when the process has ended.
+// but proc.Run hands output back only when the process has ended.
 // So the command gets the write end of a pipe of ours as its stdin, and a
 // tiny unconfined shell in front of the confined argv moves it to stdout
 // and stderr (stdin becomes /dev/null, as in the foreground) before it
@@ -166,10 +166,10 @@ func (b background) run(ctx context.Context, o Options, out io.Writer) (jobs.Out
 		defer cancel()
 	}
 	argv := append([]string{redirectShell, "-c", redirectScript, "sh"}, b.argv...)
-	res, err := subprocess.Run(runCtx, subprocess.Spec{
+	res, err := proc.Run(runCtx, proc.Spec{
 		Argv:        argv,
 		Dir:         b.dir,
-		Env:         b.env,
+		Env:         proc.EnvPolicy{Exact: b.env},
 		Stdin:       pw,
 		OutputLimit: o.OutputLimit,
 	})

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/jobs"
+	"github.com/dsh-dev/dsh/internal/leakcheck"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 	"github.com/dsh-dev/dsh/internal/sandbox"
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -340,7 +341,7 @@ func TestBackgroundWrapperFailureIsOutput(t *testing.T) {
 // re-executes os.Executable().
 func TestMain(m *testing.M) {
 	sandbox.RunHelperIfRequested()
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 // TestBackgroundRealSandbox runs a background command under each real

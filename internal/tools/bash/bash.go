@@ -1,5 +1,5 @@
 // Package bash is the model-facing bash tool: one fresh `bash -c` per
-// call, run in its own process group through internal/subprocess, with a
+// call, run in its own process group through internal/proc, with a
 // per-call timeout, a working directory and bounded output that ends in
 // an "[exit code: N]" marker. With Options.Confine each command runs
 // wrapped by a sandbox, and a refusal by the sandbox ends the output with
@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/jobs"
-	"github.com/dsh-dev/dsh/internal/subprocess"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -338,10 +338,10 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
 	defer cancel()
-	out, err := subprocess.Run(runCtx, subprocess.Spec{
+	out, err := proc.Run(runCtx, proc.Spec{
 		Argv:        argv,
 		Dir:         dir,
-		Env:         env,
+		Env:         proc.EnvPolicy{Exact: env},
 		OutputLimit: o.OutputLimit,
 	})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 

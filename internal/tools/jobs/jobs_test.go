@@ -14,7 +14,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/jobs"
 	"github.com/dsh-dev/dsh/internal/llm"
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/bash"
 )

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dsh-dev/dsh/internal/subprocess"
+	"github.com/dsh-dev/dsh/internal/proc"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -22,7 +22,7 @@ import (
 // result is marked incomplete rather than failing.
 const rgOutputLimit = 64 << 20
 
-// elisionMark is in the marker line subprocess puts where it dropped
+// elisionMark is in the marker line proc.Run puts where it dropped
 // output; records containing it are cut and are skipped.
 const elisionMark = " bytes elided …]"
 
@@ -75,7 +75,7 @@ func (r *rgBackend) run(ctx context.Context, q *query, argv []string, parse func
 	}
 	// Dir is the search root because rg matches --glob relative to its
 	// working directory.
-	out, err := subprocess.Run(ctx, subprocess.Spec{Argv: argv, Dir: dir, OutputLimit: rgOutputLimit})
+	out, err := proc.Run(ctx, proc.Spec{Argv: argv, Dir: dir, OutputLimit: rgOutputLimit})
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

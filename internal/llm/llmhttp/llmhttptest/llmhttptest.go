@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -42,7 +43,14 @@ func (c *Capture) Get() (http.Header, string, map[string]any) {
 func Server(t testing.TB, handle func(w http.ResponseWriter, r *http.Request)) (*httptest.Server, *Capture) {
 	t.Helper()
 	c := &Capture{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(c.handler(handle))
+	t.Cleanup(srv.Close)
+	return srv, c
+}
+
+// handler records each request in c, then calls handle.
+func (c *Capture) handler(handle func(w http.ResponseWriter, r *http.Request)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
 		_ = json.Unmarshal(raw, &body)
@@ -50,10 +58,78 @@ func Server(t testing.TB, handle func(w http.ResponseWriter, r *http.Request)) (
 		c.header, c.path, c.body = r.Header.Clone(), r.URL.Path, body
 		c.mu.Unlock()
 		handle(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, c
+	})
 }
+
+// PipeServer is Server over in-memory connections (net.Pipe), for tests
+// that run in a testing/synctest bubble: a goroutine blocked on a real
+// socket keeps the bubble's fake clock from advancing, one blocked on a
+// pipe does not. It returns the base URL and the only client that reaches
+// the server; both are shut down when t ends. Call it inside the bubble.
+func PipeServer(t testing.TB, handle func(w http.ResponseWriter, r *http.Request)) (string, *http.Client, *Capture) {
+	t.Helper()
+	c := &Capture{}
+	l := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+	srv := &http.Server{Handler: c.handler(handle)}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(l)
+	}()
+	tr := &http.Transport{DialContext: l.dial}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		_ = srv.Close()
+		<-served
+	})
+	return "http://pipe.test", &http.Client{Transport: tr}, c
+}
+
+// pipeListener hands the server ends of net.Pipe connections made by dial
+// to http.Server.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.done:
+		err := net.ErrClosed
+		client.Close()
+		server.Close()
+		return nil, err
+	case <-ctx.Done():
+		client.Close()
+		server.Close()
+		return nil, ctx.Err()
+	}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe.test" }
 
 // Client returns an HTTP client with its own transport, closed when t
 // ends, so that leak checks and connection state do not depend on other

@@ -1,4 +1,4 @@
-package oop
+package proc
 
 import (
 	"fmt"
@@ -15,8 +15,14 @@ var BaseEnv = []string{"PATH", "HOME", "USER", "LANG", "TERM", "TMPDIR"}
 // EnvPolicy describes a child's environment. The child never inherits dsh's
 // environment wholesale: it starts empty, gets the BaseEnv variables, then
 // the Passthrough ones, then Set. A peer that needs its own configuration
-// (CODEX_HOME, an API key) must name it here explicitly.
+// (CODEX_HOME, an API key) must name it here explicitly. A caller that has
+// already built the whole environment itself (the bash tool scrubs
+// secrets from it) gives it as Exact.
 type EnvPolicy struct {
+	// Exact, when not nil, is the child's whole environment, taken as
+	// given ("NAME=value" entries): BaseEnv and Passthrough do not apply,
+	// Set still overrides.
+	Exact []string
 	// Passthrough lists variable names copied from dsh's environment. An
 	// entry ending in "*" is a prefix: "CODEX_*" keeps every variable whose
 	// name starts with "CODEX_".
@@ -30,6 +36,9 @@ type EnvPolicy struct {
 // Set name that is empty or contains '=' or NUL, or a value containing NUL.
 func (p EnvPolicy) Build(environ []string) ([]string, error) {
 	out := map[string]string{}
+	if p.Exact != nil {
+		environ = p.Exact
+	}
 	keep := func(name string) bool {
 		if slices.Contains(BaseEnv, name) {
 			return true
@@ -50,13 +59,13 @@ func (p EnvPolicy) Build(environ []string) ([]string, error) {
 		if !ok || name == "" {
 			continue
 		}
-		if keep(name) {
+		if p.Exact != nil || keep(name) {
 			out[name] = val
 		}
 	}
 	for name, val := range p.Set {
 		if name == "" || strings.ContainsAny(name, "=\x00") || strings.ContainsRune(val, 0) {
-			return nil, fmt.Errorf("oop: invalid environment variable %q", name)
+			return nil, fmt.Errorf("proc: invalid environment variable %q", name)
 		}
 		out[name] = val
 	}

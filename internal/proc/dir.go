@@ -1,4 +1,4 @@
-package oop
+package proc
 
 import (
 	"errors"
@@ -17,11 +17,11 @@ import (
 // the absolute path with symlinks resolved.
 func ValidateOverride(dir string) (string, error) {
 	if dir == "" {
-		return "", errors.New("oop: configured cwd must not be empty; omit it to use the delegating session's cwd")
+		return "", errors.New("proc: configured cwd must not be empty; omit it to use the delegating session's cwd")
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", fmt.Errorf("oop: configured cwd %q: %w", dir, err)
+		return "", fmt.Errorf("proc: configured cwd %q: %w", dir, err)
 	}
 	return usableDir("configured cwd", abs)
 }
@@ -36,10 +36,10 @@ func ResolveDir(override, sessionCwd string) (string, error) {
 		return ValidateOverride(override)
 	}
 	if sessionCwd == "" {
-		return "", errors.New("oop: no working directory for the child: configure cwd or delegate from a session that has one")
+		return "", errors.New("proc: no working directory for the child: configure cwd or delegate from a session that has one")
 	}
 	if !filepath.IsAbs(sessionCwd) {
-		return "", fmt.Errorf("oop: session cwd must be an absolute path: %q", sessionCwd)
+		return "", fmt.Errorf("proc: session cwd must be an absolute path: %q", sessionCwd)
 	}
 	return usableDir("session cwd", sessionCwd)
 }
@@ -49,17 +49,17 @@ func ResolveDir(override, sessionCwd string) (string, error) {
 func usableDir(label, abs string) (string, error) {
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return "", fmt.Errorf("oop: %s %q: %w", label, abs, err)
+		return "", fmt.Errorf("proc: %s %q: %w", label, abs, err)
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
-		return "", fmt.Errorf("oop: %s %q: %w", label, abs, err)
+		return "", fmt.Errorf("proc: %s %q: %w", label, abs, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("oop: %s %q is not a directory", label, abs)
+		return "", fmt.Errorf("proc: %s %q is not a directory", label, abs)
 	}
 	if err := unix.Access(real, unix.X_OK); err != nil {
-		return "", fmt.Errorf("oop: %s %q is not enterable: %w", label, abs, err)
+		return "", fmt.Errorf("proc: %s %q is not enterable: %w", label, abs, err)
 	}
 	return real, nil
 }

@@ -1,8 +1,9 @@
-package subprocess
+package proc
 
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -13,9 +14,10 @@ import (
 const headFraction = 0.4
 
 // headTail keeps the first headCap and the last tailCap bytes written to
-// it, counting everything. Not safe for concurrent use: Run feeds it from
-// one goroutine and reads it after that goroutine is done.
+// it, counting everything. Safe for concurrent use: a Process's stderr is
+// read while its copier still writes.
 type headTail struct {
+	mu               sync.Mutex
 	headCap, tailCap int
 	head, tail       []byte
 	total            int64
@@ -28,6 +30,8 @@ func newHeadTail(limit int) *headTail {
 
 // Write records p; it never fails.
 func (b *headTail) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	n := len(p)
 	b.total += int64(n)
 	if room := b.headCap - len(b.head); room > 0 {
@@ -108,14 +112,20 @@ func runeCut(s []byte, n int) int {
 	return n
 }
 
-func (b *headTail) elided() int64 {
+// counts returns the number of bytes written and of bytes dropped from
+// the middle.
+func (b *headTail) counts() (total, elided int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	head, tail := b.cut()
-	return b.total - int64(len(head)+len(tail))
+	return b.total, b.total - int64(len(head)+len(tail))
 }
 
 // Bytes returns the kept output, with a marker line where bytes were
 // dropped.
 func (b *headTail) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	head, tail := b.cut()
 	elided := b.total - int64(len(head)+len(tail))
 	if elided == 0 {

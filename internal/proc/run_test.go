@@ -1,4 +1,4 @@
-package subprocess
+package proc
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 )
 
 // exitWait bounds every wait for a process to die; generous because -race
@@ -67,7 +68,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := Run(context.Background(), Spec{Argv: bash(tt.script)})
+			out, err := Run(context.Background(), Spec{Dir: "/", Argv: bash(tt.script)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +87,7 @@ func TestStdinEnvDir(t *testing.T) {
 	out, err := Run(context.Background(), Spec{
 		Argv:  bash(`pwd; echo "$FOO"; cat`),
 		Dir:   dir,
-		Env:   []string{"FOO=bar", "PATH=/usr/bin:/bin"},
+		Env:   EnvPolicy{Exact: []string{"FOO=bar", "PATH=/usr/bin:/bin"}},
 		Stdin: strings.NewReader("from stdin"),
 	})
 	if err != nil {
@@ -96,13 +97,13 @@ func TestStdinEnvDir(t *testing.T) {
 		t.Fatalf("output %q, want %q", out.Output, want)
 	}
 	// Default stdin is /dev/null: cat must see EOF, not hang.
-	out, err = Run(context.Background(), Spec{Argv: []string{"cat"}})
+	out, err = Run(context.Background(), Spec{Dir: "/", Argv: []string{"cat"}})
 	if err != nil || out.ExitCode != 0 || len(out.Output) != 0 {
 		t.Fatalf("cat with default stdin: %+v %v", out, err)
 	}
 }
 
-func TestStartErrors(t *testing.T) {
+func TestRunErrors(t *testing.T) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {
@@ -111,9 +112,12 @@ func TestStartErrors(t *testing.T) {
 		spec Spec
 	}{
 		{"empty argv", context.Background(), Spec{}},
-		{"missing program", context.Background(), Spec{Argv: []string{"/nonexistent/program"}}},
+		{"missing program", context.Background(), Spec{Dir: "/", Argv: []string{"/nonexistent/program"}}},
 		{"missing dir", context.Background(), Spec{Argv: []string{"true"}, Dir: "/nonexistent/dir"}},
-		{"context already done", done, Spec{Argv: []string{"true"}}},
+		{"no dir", context.Background(), Spec{Argv: []string{"true"}}},
+		{"control channel", context.Background(), Spec{Argv: []string{"true"}, Dir: "/", ControlChannel: true}},
+		{"bad env", context.Background(), Spec{Argv: []string{"true"}, Dir: "/", Env: EnvPolicy{Set: map[string]string{"A=B": "x"}}}},
+		{"context already done", done, Spec{Dir: "/", Argv: []string{"true"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,7 +126,7 @@ func TestStartErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Run(done, Spec{Argv: []string{"true"}}); !errors.Is(err, context.Canceled) {
+	if _, err := Run(done, Spec{Dir: "/", Argv: []string{"true"}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v should wrap context.Canceled", err)
 	}
 }
@@ -133,7 +137,7 @@ func TestBoundedOutput(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		fmt.Fprintf(&full, "%d\n", i)
 	}
-	out, err := Run(context.Background(), Spec{Argv: []string{"seq", "1", strconv.Itoa(n)}, OutputLimit: limit})
+	out, err := Run(context.Background(), Spec{Dir: "/", Argv: []string{"seq", "1", strconv.Itoa(n)}, OutputLimit: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +198,7 @@ func TestTimeoutKillsGroup(t *testing.T) {
 			}()
 			out, err := Run(ctx, Spec{
 				Argv:      bash(tt.trap + ` echo waiting; sleep 100 & echo $! > ` + fifo + `; wait`),
+				Dir:       "/",
 				KillGrace: tt.grace,
 			})
 			if err != nil {
@@ -204,6 +209,9 @@ func TestTimeoutKillsGroup(t *testing.T) {
 			}
 			if string(out.Output) != "waiting\n" {
 				t.Fatalf("output %q", out.Output)
+			}
+			if td := out.Teardown; !td.Confirmed || len(td.Signals) == 0 || td.Signals[0] != "SIGTERM" {
+				t.Fatalf("teardown %+v", td)
 			}
 			if grandchild == 0 || !proctest.WaitExit(grandchild, exitWait) {
 				t.Fatalf("grandchild %d survived the group kill", grandchild)
@@ -218,7 +226,7 @@ func TestCancelWhileRunning(t *testing.T) {
 	// exec starts its stdin copier only after the process exists, so the
 	// first Read is a safe point to cancel a running child.
 	stdin := readerFunc(func(p []byte) (int, error) { cancel(); return 0, io.EOF })
-	out, err := Run(ctx, Spec{Argv: []string{"sleep", "100"}, Stdin: stdin})
+	out, err := Run(ctx, Spec{Dir: "/", Argv: []string{"sleep", "100"}, Stdin: stdin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +243,7 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 func TestLeftoversKilledAfterExit(t *testing.T) {
 	start := time.Now()
-	out, err := Run(context.Background(), Spec{Argv: bash(`sleep 100 & echo $!`)})
+	out, err := Run(context.Background(), Spec{Dir: "/", Argv: bash(`sleep 100 & echo $!`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +272,7 @@ func TestEscapedProcessDoesNotHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	out, err := Run(context.Background(), Spec{Argv: bash(
+	out, err := Run(context.Background(), Spec{Dir: "/", Argv: bash(
 		`setsid sh -c 'echo $$ > ` + ready + `; exec sleep 100' & read pid < ` + ready + `; echo $pid`)})
 	if err != nil {
 		t.Fatal(err)
@@ -313,5 +321,65 @@ func TestHeadTail(t *testing.T) {
 				t.Fatalf("total %d, want %d", b.total, total)
 			}
 		})
+	}
+}
+
+// The command leads its own session (no controlling terminal) and its
+// group, whatever the SysProcAttr hook asked for; what else the hook sets
+// (here a PID namespace, as a sandbox would) takes effect.
+func TestSessionAndSysProcAttrHook(t *testing.T) {
+	out, err := Run(context.Background(), Spec{
+		Dir:  "/",
+		Argv: bash(`echo $$; cut -d' ' -f5,6 /proc/self/stat`),
+		SysProcAttr: func(a *syscall.SysProcAttr) {
+			a.Setpgid = true // overridden: the kit's layout wins
+			a.Cloneflags = syscall.CLONE_NEWPID
+		},
+	})
+	if err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			t.Skip("no permission for a PID namespace")
+		}
+		t.Fatal(err)
+	}
+	// In the new PID namespace bash is pid 1; /proc is still dsh's, where
+	// its group and session (as cut, its child, sees them) are one id.
+	f := strings.Fields(string(out.Output))
+	if len(f) != 3 || f[0] != "1" || f[1] != f[2] || out.ExitCode != 0 {
+		t.Fatalf("output %q, outcome %+v", out.Output, out)
+	}
+	out, err = Run(context.Background(), Spec{Dir: "/", Argv: bash(`echo $$; cut -d' ' -f5,6,7 /proc/$$/stat`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out.Output)), "\n")
+	if len(lines) != 2 || lines[1] != lines[0]+" "+lines[0]+" 0" {
+		t.Fatalf("want pgid = sid = pid and tty_nr 0, got %q", out.Output)
+	}
+	if !out.Teardown.Confirmed || len(out.Teardown.Signals) != 0 {
+		t.Fatalf("teardown %+v", out.Teardown)
+	}
+}
+
+// A program named by a relative path is found relative to Dir, as with
+// os/exec, not relative to dsh's own directory.
+func TestRelativeProgramInDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hello.sh"), []byte("#!/bin/sh\necho \"hi $1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Run(context.Background(), Spec{Dir: dir, Argv: []string{"./hello.sh", "there"}})
+	if err != nil || out.ExitCode != 0 || string(out.Output) != "hi there\n" {
+		t.Fatalf("Run = %+v, %v", out, err)
+	}
+}
+
+// BenchmarkRun measures the cost of one guarded run of a trivial command
+// (guardian, gate, command, confirmed teardown).
+func BenchmarkRun(b *testing.B) {
+	for b.Loop() {
+		if out, err := Run(context.Background(), Spec{Dir: "/", Argv: []string{"true"}}); err != nil || out.ExitCode != 0 {
+			b.Fatal(out, err)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package oop
+package proc
 
 import (
 	"bytes"
@@ -16,20 +16,16 @@ import (
 // pollInterval is how often the bounded teardown waits re-read /proc.
 const pollInterval = 10 * time.Millisecond
 
-// stderrDrain bounds the wait for stderr EOF after the group is gone; EOF
-// only fails to come when a process that left the group holds the pipe.
-const stderrDrain = 250 * time.Millisecond
-
 // ErrCleanupUnconfirmed is wrapped by errors reporting that members of a
 // child's process group were still alive after teardown.
-var ErrCleanupUnconfirmed = errors.New("oop: cleanup not confirmed")
+var ErrCleanupUnconfirmed = errors.New("proc: cleanup not confirmed")
 
 // TeardownResult reports one teardown sequence.
 type TeardownResult struct {
 	// Confirmed is true when no member of the process group was left.
 	Confirmed bool
 	// Signals lists the signals sent to the group, in order ("SIGTERM",
-	// "SIGKILL"); empty when the group was already gone but the guardian.
+	// "SIGKILL"); empty when the group was already gone.
 	Signals []string
 	// Remaining lists the pids still in the group when the sequence
 	// gave up (or when the caller's ctx ended first).
@@ -61,75 +57,26 @@ func (p *Process) Teardown(ctx context.Context) TeardownResult {
 	case <-p.teardownDone:
 		return p.result
 	case <-ctx.Done():
-		return TeardownResult{Remaining: p.members(true)}
+		return TeardownResult{Remaining: p.g.members()}
 	}
 }
 
 func (p *Process) teardown() {
 	defer close(p.teardownDone)
-	var res TeardownResult
-	guard := p.guardian.Process.Pid
-	// Members other than the guardian, which ignores SIGTERM on purpose
-	// so that it keeps guarding through the grace period.
-	others := func() []int { return p.members(false) }
-	if len(others()) > 0 {
-		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-		res.Signals = append(res.Signals, "SIGTERM")
-		if !waitEmpty(others, p.grace) {
-			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-			res.Signals = append(res.Signals, "SIGKILL")
-		}
-	}
-	// Release the guardian. Closing its pipe alone would make it kill the
-	// group, which is also fine; the direct kill does not depend on it
-	// being scheduled.
-	p.guardW.Close()
-	_ = syscall.Kill(guard, syscall.SIGKILL)
-	all := func() []int { return p.members(true) }
-	if waitEmpty(all, KillWait) {
-		res.Confirmed = true
-	} else {
-		res.Remaining = all()
-	}
-	// Reap the guardian only now: until here its zombie kept the group id
-	// from being reused under our signals. Should it still be alive
-	// (stuck in the kernel), it is reaped in the background instead of
-	// blocking the sequence.
-	if slices.Contains(res.Remaining, guard) {
-		go func() { _ = p.guardian.Wait() }()
-	} else {
-		_ = p.guardian.Wait()
-	}
-
+	res := p.g.terminate(p.grace)
+	p.g.release(res.Confirmed)
 	p.stdin.Close()
 	p.stdout.Close()
 	if p.ctlW != nil {
 		p.ctlW.Close()
 		p.ctlR.Close()
 	}
-	select {
-	case <-p.stderrDone:
-	case <-time.After(stderrDrain):
-		_ = p.stderrR.SetReadDeadline(time.Now())
-		<-p.stderrDone
-	}
+	// The group is gone, so stderr's EOF comes at once unless a process
+	// that left the group holds the pipe.
+	_ = p.stderrR.SetReadDeadline(time.Now().Add(drainDelay))
+	<-p.stderrDone
 	p.stderrR.Close()
-	if res.Confirmed {
-		// With the group gone the command has exited; wait for its reaping
-		// so that Wait never blocks after a confirmed teardown.
-		<-p.exited
-	}
 	p.result = res
-}
-
-// members lists the live (non-zombie) pids in the process group, the
-// guardian included only when withGuardian is set.
-func (p *Process) members(withGuardian bool) []int {
-	pids := groupMembers(p.pgid)
-	if !withGuardian {
-		pids = slices.DeleteFunc(pids, func(pid int) bool { return pid == p.guardian.Process.Pid })
-	}
-	return pids
 }
 
 // waitEmpty polls list until it returns nothing or d has passed, and
@@ -155,21 +102,33 @@ func waitEmpty(list func() []int, d time.Duration) bool {
 }
 
 // groupMembers scans /proc for processes in process group pgid that are
-// not zombies, in ascending pid order.
+// not zombies, in ascending pid order. Should /proc be unreadable, it
+// cannot tell members from the unreaped leader: it returns pgid itself
+// unless the group is gone altogether, so that cleanup is never confirmed
+// on a guess.
 func groupMembers(pgid int) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return nil
+		if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+			return nil
+		}
+		return []int{pgid}
 	}
 	defer d.Close()
 	names, _ := d.Readdirnames(-1)
 	var pids []int
+	var buf [512]byte
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		state, pg, ok := procStat(pid)
+		// getpgid(2) is one cheap system call for any pid; only members
+		// pay for reading /proc to tell the live ones from zombies.
+		if pg, err := syscall.Getpgid(pid); err != nil || pg != pgid {
+			continue
+		}
+		state, pg, ok := procStat(pid, buf[:])
 		if ok && pg == pgid && state != 'Z' && state != 'X' {
 			pids = append(pids, pid)
 		}
@@ -179,20 +138,35 @@ func groupMembers(pgid int) []int {
 }
 
 // procStat reads the state and process group of pid from
-// /proc/<pid>/stat. The command name may contain spaces and parentheses,
-// so fields are taken after the last ')'.
-func procStat(pid int) (state byte, pgid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// /proc/<pid>/stat into buf. It is on the path of every Run, so it makes
+// three plain system calls and no allocation. The command name may
+// contain spaces and parentheses, so fields are taken after the last ')'.
+func procStat(pid int, buf []byte) (state byte, pgid int, ok bool) {
+	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, 0, false
 	}
+	n, err := syscall.Read(fd, buf)
+	syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, 0, false
+	}
+	b := buf[:n]
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, 0, false
 	}
 	// After ") ": state ppid pgrp ...
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
+	var f [3][]byte
+	k := 0
+	for _, field := range bytes.SplitN(bytes.TrimLeft(b[i+1:], " "), []byte(" "), 4) {
+		if k == 3 {
+			break
+		}
+		f[k] = field
+		k++
+	}
+	if k < 3 || len(f[0]) != 1 {
 		return 0, 0, false
 	}
 	pg, err := strconv.Atoi(string(f[2]))
