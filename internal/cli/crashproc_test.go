@@ -23,7 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 )
 
 // reaperEnv makes the test binary act as the subreaper wrapper (see
