@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // HelperArg is os.Args[1] of a process that the Landlock backend
@@ -66,6 +67,9 @@ const (
 // between directories is always refused.
 type Landlock struct {
 	self string
+	// ns, when set, overrides the namespace mode found by probing
+	// (tests exercise every mode on one machine).
+	ns *nsMode
 
 	// LooseGit grants writable roots whole: top-level entries can be
 	// created and removed, but .git metadata becomes writable, and
@@ -101,6 +105,16 @@ type helperSpec struct {
 	Network bool `json:"network,omitempty"`
 	// TmpDir, when set, becomes the command's TMPDIR.
 	TmpDir string `json:"tmpdir,omitempty"`
+
+	// Lifetime asks for supervision only (bwrap): no Landlock, seccomp
+	// or capability drop, just the command's lifetime bound to the
+	// helper's and the helper's to the spawner's.
+	Lifetime bool `json:"lifetime,omitempty"`
+	// NS is the nsMode the spawner starts the helper in ("" for none).
+	NS string `json:"ns,omitempty"`
+	// Parent is the spawner's pid: the helper checks that it is still
+	// its parent once its own death signal is in place.
+	Parent int `json:"parent,omitempty"`
 }
 
 // Confine implements Backend.
@@ -124,15 +138,14 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 		return Confined{}, err
 	}
 	spec, gaps := landlockSpec(lay, p.Network, abi, seccompSupported(), l.LooseGit)
-	enc, err := json.Marshal(spec)
-	if err != nil {
-		return Confined{}, err
+	ns := l.namespace(self)
+	spec.NS, spec.Parent = string(ns), os.Getpid()
+	if ns == nsNone {
+		gaps = append(gaps, gapNoNamespace)
 	}
-	out := make([]string, 0, 4+len(argv))
-	out = append(out, self, HelperArg, base64.RawURLEncoding.EncodeToString(enc), "--")
-	out = append(out, argv...)
 	c := Confined{
-		Argv:        out,
+		Argv:        helperArgv(self, spec, argv),
+		ProcAttr:    ns.procAttr(),
 		Backend:     l.Name(),
 		Enforcement: Full,
 		Gaps:        gaps,
@@ -142,6 +155,14 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 		c.Enforcement = Partial
 	}
 	return c, nil
+}
+
+// namespace is the mode the helper is started in.
+func (l *Landlock) namespace(self string) nsMode {
+	if l.ns != nil {
+		return *l.ns
+	}
+	return namespaceFor(self)
 }
 
 // landlockSpec builds the helper's instructions for a layout on a kernel
@@ -206,7 +227,12 @@ func (l *Landlock) Probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if c.ProcAttr != nil {
+		c.ProcAttr(cmd.SysProcAttr)
+	}
+	out, err := cmd.CombinedOutput()
 	if _, serr := os.Lstat(target); serr == nil {
 		return errors.New("a write outside the writable roots was not refused")
 	}
@@ -216,11 +242,13 @@ func (l *Landlock) Probe() error {
 	return nil
 }
 
-// RunHelperIfRequested turns this process into the Landlock helper when
-// it was started as one (os.Args[1] == HelperArg): it confines itself and
-// execs the command, never returning. Otherwise it returns at once. Call
-// it first thing in main, and in the TestMain of any package whose tests
-// use the Landlock backend; it costs one comparison.
+// RunHelperIfRequested turns this process into the sandbox helper when
+// it was started as one (os.Args[1] == HelperArg): it supervises the
+// command (confined, unless the spec asks for supervision only) and exits
+// with its status, never returning. Otherwise it returns at once. Call it
+// first thing in main, and in the TestMain of any package whose tests use
+// a real sandbox backend (both run commands under the helper); it costs
+// one comparison.
 func RunHelperIfRequested() {
 	if len(os.Args) < 2 {
 		return
@@ -230,11 +258,13 @@ func RunHelperIfRequested() {
 		os.Exit(runHelper(os.Args[2:]))
 	case probeArg:
 		os.Exit(runProbeWrite(os.Args[2:]))
+	case nsProbeArg:
+		os.Exit(runNSProbe())
 	}
 }
 
-// runHelper decodes the policy and hands over to the platform's
-// confine-and-exec; it returns only on failure.
+// runHelper decodes the policy and supervises the command; it returns
+// the helper's exit code.
 func runHelper(args []string) int {
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, helperErrPrefix+format+"\n", a...)
@@ -264,8 +294,11 @@ func runHelper(args []string) int {
 	if err != nil {
 		return fail(helperExitNotFound, "%v", err)
 	}
-	err = confineAndExec(spec, path, argv, env)
-	return fail(helperExitSetup, "%v", err)
+	code, err := supervise(spec, path, argv, env)
+	if err != nil {
+		return fail(code, "%v", err)
+	}
+	return code
 }
 
 // runProbeWrite is the probe's command: it tries to create args[0] and

@@ -12,6 +12,7 @@ import (
 // mode's scratch dir does not outlive the tests.
 func TestMain(m *testing.M) {
 	RunHelperIfRequested()
+	runTestRole()
 	tmp, err := os.MkdirTemp("", "dsh-sandbox-tests-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

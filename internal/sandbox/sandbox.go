@@ -7,7 +7,10 @@
 // bypassed silently: Confine fails with SANDBOX_UNAVAILABLE.
 package sandbox
 
-import "errors"
+import (
+	"errors"
+	"syscall"
+)
 
 // Mode is a session's sandbox mode.
 type Mode string
@@ -72,8 +75,13 @@ const (
 
 // Confined is a command ready to run under a policy.
 type Confined struct {
-	Argv        []string
-	Env         []string // extra environment for the wrapper, if any
+	Argv []string
+	Env  []string // extra environment for the wrapper, if any
+	// ProcAttr, when set, adjusts how Argv must be started (the
+	// namespaces the helper is created in): the spawner calls it on its
+	// SysProcAttr before starting. A Confined must be started by the
+	// process that made it (the helper checks its parent's pid).
+	ProcAttr    func(*syscall.SysProcAttr)
 	Backend     string
 	Enforcement Enforcement
 	// Gaps names what a partial enforcement does not cover.

@@ -49,6 +49,9 @@ type Spec struct {
 	// KillGrace is how long the group gets between SIGTERM and SIGKILL on
 	// cancellation; <= 0 means DefaultKillGrace.
 	KillGrace time.Duration
+	// ProcAttr, when set, adjusts the child's SysProcAttr after Run has
+	// filled it in (a sandbox's namespaces: sandbox.Confined.ProcAttr).
+	ProcAttr func(*syscall.SysProcAttr)
 }
 
 // Outcome is how a run ended.
@@ -125,6 +128,9 @@ func Run(ctx context.Context, spec Spec) (Outcome, error) {
 		// If dsh dies, the child dies with it. Only the direct child:
 		// grandchildren need the group kill below.
 		Pdeathsig: syscall.SIGKILL,
+	}
+	if spec.ProcAttr != nil {
+		spec.ProcAttr(cmd.SysProcAttr)
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

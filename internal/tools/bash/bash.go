@@ -331,12 +331,16 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
 	defer cancel()
-	out, err := subprocess.Run(runCtx, subprocess.Spec{
+	spec := subprocess.Spec{
 		Argv:        argv,
 		Dir:         dir,
 		Env:         env,
 		OutputLimit: o.OutputLimit,
-	})
+	}
+	if conf != nil {
+		spec.ProcAttr = conf.ProcAttr
+	}
+	out, err := subprocess.Run(runCtx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled")

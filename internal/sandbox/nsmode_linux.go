@@ -1,0 +1,85 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// procAttr is how the spawner starts the helper for mode: in a new PID
+// and mount namespace (directly with CAP_SYS_ADMIN, inside a new user
+// namespace mapping only the caller's own ids otherwise), or plainly.
+func (m nsMode) procAttr() func(*syscall.SysProcAttr) {
+	switch m {
+	case nsPID:
+		return func(a *syscall.SysProcAttr) {
+			a.Cloneflags |= syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+		}
+	case nsUser:
+		uid, gid := os.Getuid(), os.Getgid()
+		return func(a *syscall.SysProcAttr) {
+			a.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+			a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+			a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+			a.GidMappingsEnableSetgroups = false
+			// Kept across the exec of the helper, which is not root in
+			// the namespace unless the caller is: it needs CAP_SYS_ADMIN
+			// there to mount /proc. The command gets none (dropCaps
+			// clears the ambient set; lifetime-only commands are the
+			// caller's anyway).
+			a.AmbientCaps = append(a.AmbientCaps, unix.CAP_SYS_ADMIN)
+		}
+	}
+	return nil
+}
+
+// nsCandidates are the namespace modes worth trying here, best first.
+func nsCandidates() []nsMode {
+	var out []nsMode
+	if hasCap(unix.CAP_SYS_ADMIN) {
+		out = append(out, nsPID)
+	}
+	return append(out, nsUser)
+}
+
+// hasCap reports whether this thread holds c in its effective set.
+func hasCap(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[c/32].Effective&(1<<(c%32)) != 0
+}
+
+// probeNS reports whether the helper at self starts a command in mode m
+// here: the spawn may be refused (no privilege, user namespaces off) and
+// the helper fails closed when it cannot mount /proc in the namespace
+// (a container that masks parts of /proc).
+func probeNS(self string, m nsMode) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	argv := helperArgv(self, helperSpec{Lifetime: true, NS: string(m), Parent: os.Getpid()}, []string{self, nsProbeArg})
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if f := m.procAttr(); f != nil {
+		f(cmd.SysProcAttr)
+	}
+	return cmd.Run()
+}
+
+// runNSProbe is the namespace probe's command: a child of the helper,
+// which is pid 1, with a /proc of the namespace (in the host's /proc,
+// self would be the host pid).
+func runNSProbe() int {
+	if self, err := os.Readlink("/proc/self"); os.Getppid() != 1 || err != nil || self != strconv.Itoa(os.Getpid()) {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"sync"
+)
+
+// nsMode is the namespace the helper is started in: its own PID and
+// mount namespace, created directly (the spawner holds CAP_SYS_ADMIN) or
+// inside a user namespace of the caller's own ids, or none.
+type nsMode string
+
+const (
+	nsNone nsMode = ""
+	nsPID  nsMode = "pid"
+	nsUser nsMode = "user"
+)
+
+// nsProbeArg is os.Args[1] of the command the namespace probe runs under
+// the helper.
+const nsProbeArg = "__dsh_sandbox_nsprobe"
+
+// gapNoNamespace is the gap reported where the helper gets no PID
+// namespace.
+const gapNoNamespace = "no PID namespace here (neither CAP_SYS_ADMIN nor user namespaces): " +
+	"commands see the host's processes in /proc (their command lines; not their environment or memory), " +
+	"and what they leave running is killed by the helper rather than by the kernel"
+
+// gapNoNamespaceBwrap is the same for bubblewrap, whose own PID
+// namespace hides the host: only the lifetime part applies.
+const gapNoNamespaceBwrap = "no PID namespace for the helper here: what a command leaves running is killed by the helper rather than by the kernel"
+
+var nsModes = struct {
+	sync.Mutex
+	m map[string]nsMode
+}{m: map[string]nsMode{}}
+
+// namespaceFor is the best namespace mode in which the helper at self
+// starts here, found on first need by trying each (a few milliseconds)
+// and remembered for the process: privileges and kernel settings do not
+// change mid-session.
+func namespaceFor(self string) nsMode {
+	nsModes.Lock()
+	defer nsModes.Unlock()
+	if m, ok := nsModes.m[self]; ok {
+		return m
+	}
+	m := nsNone
+	for _, c := range nsCandidates() {
+		if probeNS(self, c) == nil {
+			m = c
+			break
+		}
+	}
+	nsModes.m[self] = m
+	return m
+}
+
+// helperArgv is the command line that runs argv under the helper at self.
+func helperArgv(self string, spec helperSpec, argv []string) []string {
+	enc, _ := json.Marshal(spec) // plain strings, ints and bools: cannot fail
+	out := make([]string, 0, 4+len(argv))
+	out = append(out, self, HelperArg, base64.RawURLEncoding.EncodeToString(enc), "--")
+	return append(out, argv...)
+}
