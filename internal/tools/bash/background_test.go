@@ -336,10 +336,13 @@ func TestBackgroundWrapperFailureIsOutput(t *testing.T) {
 	}
 }
 
-// TestMain lets the test binary serve as the Landlock helper, which
-// re-executes os.Executable().
+// TestMain lets the test binary serve as the sandbox helper, which
+// re-executes os.Executable(), and hardens it as dsh's main does.
 func TestMain(m *testing.M) {
 	sandbox.RunHelperIfRequested()
+	if err := sandbox.Harden(); err != nil {
+		panic(err)
+	}
 	os.Exit(m.Run())
 }
 
