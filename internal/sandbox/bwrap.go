@@ -37,6 +37,13 @@ const probeTimeout = 10 * time.Second
 // host devices such as GPUs are not visible. Pathname UNIX sockets of
 // host daemons (e.g. /var/run/docker.sock) stay reachable when their
 // socket file is: a read-only bind does not stop connect(2).
+//
+// bwrap runs under the same helper as Landlock, in lifetime-only mode
+// (supervised): bwrap's --die-with-parent alone left the sandboxed
+// command running when bwrap was killed between its clone and the
+// child's prctl. Run as root, the command loses droppedCaps (bwrap keeps
+// root's capabilities otherwise, and CAP_SYS_ADMIN could remount the
+// read-only root writable). Descriptors: the helper passes only 0-2.
 type Bwrap struct {
 	path string
 	// self is the binary run as the helper ("" is os.Executable()); ns,
@@ -117,6 +124,9 @@ func (b *Bwrap) supervised(bwrapArgv []string) (argv []string, procAttr func(*sy
 // are unavailable (many containers: "Failed to make / slave",
 // "Creating new namespace failed").
 func (b *Bwrap) Probe() error {
+	if nestedProbe() {
+		return errNestedProbe
+	}
 	bin, err := b.binary()
 	if err != nil {
 		return err
@@ -128,10 +138,8 @@ func (b *Bwrap) Probe() error {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if procAttr != nil {
-		procAttr(cmd.SysProcAttr)
-	}
+	cmd.Env = probeEnv()
+	cmd.SysProcAttr = spawnAttr(procAttr)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s does not work here (under the helper: does main call sandbox.RunHelperIfRequested?): %v: %s", bin, err, bytes.TrimSpace(out))

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -125,10 +124,7 @@ func run(t testing.TB, c Confined, dir string, env ...string) (int, string) {
 // its parent, in the namespaces c asks for.
 func command(c Confined) *exec.Cmd {
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if c.ProcAttr != nil {
-		c.ProcAttr(cmd.SysProcAttr)
-	}
+	cmd.SysProcAttr = spawnAttr(c.ProcAttr)
 	return cmd
 }
 

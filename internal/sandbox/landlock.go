@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // HelperArg is os.Args[1] of a process that the Landlock backend
@@ -38,11 +37,35 @@ const (
 )
 
 // Landlock confines commands with Landlock (filesystem), seccomp
-// (network, TIOCSTI) and no_new_privs, without namespaces, so it works in
-// containers where bubblewrap does not. Go's os/exec has no pre-exec hook,
-// so Confine re-executes this binary as a helper that restricts itself
-// and then execs the command; main must call RunHelperIfRequested first
-// thing.
+// (network, TIOCSTI) and no_new_privs, without needing user namespaces,
+// so it works in containers where bubblewrap does not. Go's os/exec has
+// no pre-exec hook, so Confine re-executes this binary as a helper; main
+// must call RunHelperIfRequested first thing.
+//
+// The helper supervises the command (see supervise): it confines one
+// locked thread and forks the command from it, so the command inherits
+// the confinement while the helper stays free to supervise. Started in
+// a new PID and mount namespace where the spawner can create one
+// (CAP_SYS_ADMIN, or an unprivileged user namespace mapping only the
+// caller's ids; probed once), it is that namespace's pid 1 and mounts a
+// fresh /proc: the command sees no host process (dsh, its ancestors,
+// other sessions), and when the command exits, is stopped or dsh dies
+// (SIGKILL included), the namespace dies and takes everything the
+// command started with it, setsid and double forks included. Without a
+// namespace (reported as a gap, Partial) the helper is a child subreaper
+// that kills its whole subtree at those moments instead, and host
+// processes stay visible in /proc: their command lines can be read,
+// their environment, memory and descriptors cannot (below).
+//
+// Whatever the namespace: the command runs without the capabilities that
+// reach past the sandbox (droppedCaps: CAP_SYS_PTRACE, CAP_SYS_ADMIN,
+// CAP_DAC_READ_SEARCH… from every set, bounding included, so even root
+// cannot regain them), which makes Landlock's ptrace scoping hold for
+// /proc/<pid>/environ, mem and fd of every process outside the sandbox;
+// the helper is non-dumpable, and no descriptor beyond 0-2 reaches the
+// command (Harden). dsh itself calls Harden at start, so same-user
+// commands without CAP_SYS_PTRACE cannot read its /proc entries under
+// any backend.
 //
 // Landlock is an allow-list: reads and execution everywhere; writes in
 // the writable roots, the temp dirs (workspace-write) or the private
@@ -60,11 +83,11 @@ const (
 // With ABI ≥ 6, signals to processes outside the command's own sandbox
 // (dsh itself, the user's other processes, background jobs of earlier
 // commands) are refused, and so, without network, are abstract UNIX
-// sockets; host processes stay visible. Gaps reported as
-// Partial: no truncate right (ABI < 3), no seccomp for this
-// architecture, .git inside a temp dir (temp dirs are granted whole:
-// carving them would break mktemp), LooseGit. Before ABI 2, moving files
-// between directories is always refused.
+// sockets. Gaps reported as Partial: no PID namespace, no truncate
+// right (ABI < 3), no seccomp for this architecture, .git inside a temp
+// dir (temp dirs are granted whole: carving them would break mktemp),
+// LooseGit. Before ABI 2, moving files between directories is always
+// refused.
 type Landlock struct {
 	self string
 	// ns, when set, overrides the namespace mode found by probing
@@ -208,6 +231,9 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 // catches a kernel without Landlock, a binary whose main does not call
 // RunHelperIfRequested, and a helper that cannot start.
 func (l *Landlock) Probe() error {
+	if nestedProbe() {
+		return errNestedProbe
+	}
 	if abi := landlockABI(); abi < 1 {
 		return errors.New("Landlock is not enabled in this kernel")
 	}
@@ -228,10 +254,8 @@ func (l *Landlock) Probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if c.ProcAttr != nil {
-		c.ProcAttr(cmd.SysProcAttr)
-	}
+	cmd.Env = probeEnv()
+	cmd.SysProcAttr = spawnAttr(c.ProcAttr)
 	out, err := cmd.CombinedOutput()
 	if _, serr := os.Lstat(target); serr == nil {
 		return errors.New("a write outside the writable roots was not refused")

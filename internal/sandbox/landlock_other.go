@@ -29,3 +29,5 @@ func probeNS(string, nsMode) error { return errors.New("namespaces are Linux-onl
 func runNSProbe() int { return 1 }
 
 var droppedCapNames []string
+
+func spawnAttr(func(*syscall.SysProcAttr)) *syscall.SysProcAttr { return nil }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,4 +181,15 @@ func resolvedTempDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// A probe run inside another's command (a binary without the helper hook
+// re-running itself) fails at once instead of probing again.
+func TestNestedProbeFailsFast(t *testing.T) {
+	t.Setenv(probingEnv, "1")
+	for _, b := range []Backend{NewBwrap(""), NewLandlock("")} {
+		if err := b.Probe(); !errors.Is(err, errNestedProbe) {
+			t.Errorf("%s: %v, want errNestedProbe", b.Name(), err)
+		}
+	}
 }

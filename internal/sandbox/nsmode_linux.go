@@ -67,10 +67,8 @@ func probeNS(self string, m nsMode) error {
 	defer cancel()
 	argv := helperArgv(self, helperSpec{Lifetime: true, NS: string(m), Parent: os.Getpid()}, []string{self, nsProbeArg})
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if f := m.procAttr(); f != nil {
-		f(cmd.SysProcAttr)
-	}
+	cmd.Env = probeEnv()
+	cmd.SysProcAttr = spawnAttr(m.procAttr())
 	return cmd.Run()
 }
 
@@ -82,4 +80,14 @@ func runNSProbe() int {
 		return 1
 	}
 	return 0
+}
+
+// spawnAttr is how this package starts the helper itself (probes): in
+// its own session, killed with its parent, adjusted by procAttr.
+func spawnAttr(procAttr func(*syscall.SysProcAttr)) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if procAttr != nil {
+		procAttr(a)
+	}
+	return a
 }

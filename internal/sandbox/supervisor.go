@@ -3,6 +3,8 @@ package sandbox
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"os"
 	"sync"
 )
 
@@ -31,6 +33,23 @@ const gapNoNamespace = "no PID namespace here (neither CAP_SYS_ADMIN nor user na
 // namespace hides the host: only the lifetime part applies.
 const gapNoNamespaceBwrap = "no PID namespace for the helper here: what a command leaves running is killed by the helper rather than by the kernel"
 
+// probingEnv is set in the environment of every probe the package runs.
+// A binary that does not call RunHelperIfRequested (a package's test
+// binary, typically) runs as itself when probed, its tests included;
+// finding the variable there, its own probes fail at once instead of
+// probing again, level after level.
+const probingEnv = "DSH_SANDBOX_PROBING"
+
+// errNestedProbe is the error of a probe made inside another's.
+var errNestedProbe = errors.New("this binary does not host the sandbox helper (main must call sandbox.RunHelperIfRequested)")
+
+// probeEnv is the environment of a probe.
+func probeEnv() []string { return append(os.Environ(), probingEnv+"=1") }
+
+// nestedProbe reports whether this process is a probe's command that is
+// not the helper.
+func nestedProbe() bool { return os.Getenv(probingEnv) != "" }
+
 var nsModes = struct {
 	sync.Mutex
 	m map[string]nsMode
@@ -47,6 +66,9 @@ func namespaceFor(self string) nsMode {
 		return m
 	}
 	m := nsNone
+	if nestedProbe() {
+		return m
+	}
 	for _, c := range nsCandidates() {
 		if probeNS(self, c) == nil {
 			m = c
