@@ -21,11 +21,22 @@ import (
 // too. Descriptors dsh opens itself are close-on-exec already (Go opens
 // everything so).
 func Harden() error {
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("sandbox: non-dumpable: %w", err)
+	if err := nonDumpable(); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
 	}
 	if err := cloexecFrom(3); err != nil {
 		return fmt.Errorf("sandbox: close-on-exec: %w", err)
+	}
+	return nil
+}
+
+// nonDumpable makes this process's /proc entries (environ, mem, fd…)
+// unreadable to processes of its user without CAP_SYS_PTRACE. A
+// non-dumpable process can no longer write a child's uid_map, so the
+// user namespace is set up by the helper (startInner).
+func nonDumpable() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("non-dumpable: %w", err)
 	}
 	return nil
 }
@@ -96,10 +107,13 @@ func dropCaps() error {
 		switch {
 		case err == nil, errors.Is(err, unix.EINVAL):
 			// EINVAL: a capability this kernel does not know.
-		case errors.Is(err, unix.EPERM) && !held(c):
-			// Without CAP_SETPCAP the bounding set stays, but nothing
-			// regains a capability that is not held: no_new_privs stops
-			// setuid and file capabilities.
+		case errors.Is(err, unix.EPERM) && (!held(c) || os.Getuid() != 0):
+			// Without CAP_SETPCAP the bounding set stays (in a user
+			// namespace, where the helper holds CAP_SYS_ADMIN for its
+			// /proc), but nothing regains a capability once it is out
+			// of the permitted set below, unless it execs as root:
+			// no_new_privs caps what setuid and file capabilities give
+			// at the permitted set the exec started with.
 		default:
 			return fmt.Errorf("drop capability %d: %w", c, err)
 		}

@@ -138,6 +138,9 @@ type helperSpec struct {
 	// Parent is the spawner's pid: the helper checks that it is still
 	// its parent once its own death signal is in place.
 	Parent int `json:"parent,omitempty"`
+	// Inner marks the helper inside a user namespace, started by the
+	// outer one (startInner).
+	Inner bool `json:"inner,omitempty"`
 }
 
 // Confine implements Backend.

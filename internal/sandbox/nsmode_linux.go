@@ -13,30 +13,31 @@ import (
 )
 
 // procAttr is how the spawner starts the helper for mode: in a new PID
-// and mount namespace (directly with CAP_SYS_ADMIN, inside a new user
-// namespace mapping only the caller's own ids otherwise), or plainly.
+// and mount namespace when it holds CAP_SYS_ADMIN. For a user namespace
+// it starts the helper plainly, and the helper creates the namespace
+// (startInner), since dsh, non-dumpable, cannot write a child's uid_map.
 func (m nsMode) procAttr() func(*syscall.SysProcAttr) {
-	switch m {
-	case nsPID:
+	if m == nsPID {
 		return func(a *syscall.SysProcAttr) {
 			a.Cloneflags |= syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
 		}
-	case nsUser:
-		uid, gid := os.Getuid(), os.Getgid()
-		return func(a *syscall.SysProcAttr) {
-			a.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
-			a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-			a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-			a.GidMappingsEnableSetgroups = false
-			// Kept across the exec of the helper, which is not root in
-			// the namespace unless the caller is: it needs CAP_SYS_ADMIN
-			// there to mount /proc. The command gets none (dropCaps
-			// clears the ambient set; lifetime-only commands are the
-			// caller's anyway).
-			a.AmbientCaps = append(a.AmbientCaps, unix.CAP_SYS_ADMIN)
-		}
 	}
 	return nil
+}
+
+// userNamespace makes a spawn create a user, PID and mount namespace
+// that maps only the caller's own uid and gid.
+func userNamespace(a *syscall.SysProcAttr) {
+	uid, gid := os.Getuid(), os.Getgid()
+	a.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	a.GidMappingsEnableSetgroups = false
+	// Kept across the exec of the inner helper, which is not root in the
+	// namespace unless the caller is: it needs CAP_SYS_ADMIN there to
+	// mount /proc. The command gets none: dropCaps clears the ambient
+	// set, and so does a lifetime-only helper before its command.
+	a.AmbientCaps = append(a.AmbientCaps, unix.CAP_SYS_ADMIN)
 }
 
 // nsCandidates are the namespace modes worth trying here, best first.

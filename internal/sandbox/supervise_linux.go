@@ -53,12 +53,20 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, sys
 // helper: the command's, 128+signal when it was killed, or helperExit*
 // when it could not be started (the error says why).
 func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
-	// Nothing the helper holds may reach the command: not its memory and
-	// environment through /proc (non-dumpable), not an inherited fd.
-	if err := Harden(); err != nil {
-		return helperExitSetup, err
+	// Nothing the helper holds may reach the command: not an inherited
+	// fd, not its memory and environment through /proc (non-dumpable).
+	if err := cloexecFrom(3); err != nil {
+		return helperExitSetup, fmt.Errorf("close-on-exec: %w", err)
 	}
-	inNS := spec.NS != ""
+	// A user namespace is entered in two steps (see startInner): this
+	// outer helper, which stays outside, and an inner one, pid 1 inside.
+	outer := nsMode(spec.NS) == nsUser && !spec.Inner
+	inNS := spec.NS != "" && !outer
+	if !outer {
+		if err := nonDumpable(); err != nil {
+			return helperExitSetup, err
+		}
+	}
 	if inNS {
 		if err := enterNamespace(spec.Parent); err != nil {
 			return helperExitSetup, err
@@ -80,8 +88,17 @@ func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
 	}
 
 	started := make(chan startResult, 1)
-	go startCommand(spec, path, argv, env, started)
+	if outer {
+		go startInner(spec, argv, env, started)
+	} else {
+		go startCommand(spec, path, argv, env, started)
+	}
 	r := <-started
+	if outer {
+		if err := nonDumpable(); err != nil && r.err == nil {
+			r.err = err
+		}
+	}
 	if r.err != nil {
 		code := helperExitSetup
 		if errors.Is(r.err, errNotFound) {
@@ -150,6 +167,12 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 			started <- startResult{err: fmt.Errorf("cannot confine %s: %w", argv[0], err)}
 			return
 		}
+	} else if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		// The ambient CAP_SYS_ADMIN of a user namespace was the helper's,
+		// for /proc: the command (bwrap refuses to run with capabilities
+		// it did not get from setuid) runs as the caller would.
+		started <- startResult{err: fmt.Errorf("clear ambient capabilities: %w", err)}
+		return
 	}
 	wd, err := os.Getwd()
 	if err != nil {
@@ -174,6 +197,39 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 	}
 	started <- startResult{pid: pid}
 	select {} // keep the thread, and with it the command's Pdeathsig
+}
+
+// startInner starts the inner helper of a user namespace: this binary
+// again, in a new user, PID and mount namespace mapping only the
+// caller's ids. The spawner cannot create it directly: writing the
+// child's uid_map needs the parent to be dumpable, and dsh is not
+// (Harden). This outer helper is dumpable until the inner one runs; it
+// then supervises it as it would a command without a namespace, and the
+// inner one confines and runs the command as pid 1.
+func startInner(spec helperSpec, argv, env []string, started chan<- startResult) {
+	runtime.LockOSThread() // the inner helper's Pdeathsig is this thread's
+	self, err := os.Executable()
+	if err != nil {
+		started <- startResult{err: fmt.Errorf("find own executable: %w", err)}
+		return
+	}
+	inner := spec
+	inner.Inner, inner.Parent = true, os.Getpid()
+	wd, err := os.Getwd()
+	if err != nil {
+		wd = ""
+	}
+	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	userNamespace(sys)
+	pid, err := syscall.ForkExec(self, helperArgv(self, inner, argv), &syscall.ProcAttr{
+		Dir: wd, Env: env, Files: []uintptr{0, 1, 2}, Sys: sys,
+	})
+	if err != nil {
+		started <- startResult{err: fmt.Errorf("start in a user namespace: %w", err)}
+		return
+	}
+	started <- startResult{pid: pid}
+	select {}
 }
 
 // reap collects every exited child without blocking and reports the
