@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -282,5 +283,57 @@ func TestHelperChildConfined(t *testing.T) {
 				t.Errorf("ppid %s in namespace mode %q", fields["ppid"], sc.ns)
 			}
 		})
+	}
+}
+
+// unprivilegedEnv marks the test binary re-run as an unprivileged user
+// by TestUnprivileged, so that it does not recurse.
+const unprivilegedEnv = "DSH_SANDBOX_TEST_UNPRIVILEGED"
+
+// The same guarantees hold for a user without privileges, where the
+// helper gets its namespace through a user namespace (or none): run as
+// root, this test re-runs the escape and secret tests as nobody.
+func TestUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 || os.Getenv(unprivilegedEnv) != "" {
+		t.Skip("needs root to become another user")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy nobody can execute, and a temp dir nobody can write.
+	// TestMain's TMPDIR is private to root; its parent is the system's.
+	dir, err := os.MkdirTemp(filepath.Dir(os.TempDir()), "dsh-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sandbox.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.short", "-test.v", "-test.run",
+		"TestHelperChildConfined|TestNothingOutlivesTheCommand|TestSecretsUnreachable")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir, "HOME="+dir, unprivilegedEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+	for _, want := range []string{"--- PASS: TestHelperChildConfined/landlock/no-ns", "--- PASS: TestNothingOutlivesTheCommand/landlock/no-ns/spawner-killed"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("as nobody, %q missing:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(string(out), "landlock/user") {
+		t.Logf("user namespaces are not available to nobody here: only the no-namespace mode was tested")
 	}
 }
