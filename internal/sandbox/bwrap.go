@@ -124,7 +124,7 @@ func (b *Bwrap) supervised(bwrapArgv []string) (argv []string, procAttr func(*sy
 // are unavailable (many containers: "Failed to make / slave",
 // "Creating new namespace failed").
 func (b *Bwrap) Probe() error {
-	if nestedProbe() {
+	if nestedProbe() || (b.self == "" && !helperHosted.Load()) {
 		return errNestedProbe
 	}
 	bin, err := b.binary()

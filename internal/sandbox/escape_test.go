@@ -337,3 +337,27 @@ func TestUnprivileged(t *testing.T) {
 		t.Logf("user namespaces are not available to nobody here: only the no-namespace mode was tested")
 	}
 }
+
+// danger-full-access is unconfined but supervised: the command sees the
+// host's processes (no namespace), and nothing it starts outlives it. A
+// binary that does not host the helper runs the command as it is.
+func TestSuperviseFullAccess(t *testing.T) {
+	requireBash(t)
+	m := newMarker()
+	s := New()
+	c := s.Supervise([]string{"bash", "-c", "kill -0 $TESTPID && echo host-visible\n" + escapeScript(m, "exit 0")})
+	if c.Enforcement != None || c.Argv[1] != HelperArg {
+		t.Fatalf("not supervised: %+v", c)
+	}
+	code, out := run(t, c, "/", "TESTPID="+strconv.Itoa(os.Getpid()))
+	if code != 0 || !strings.Contains(out, "host-visible") || !strings.Contains(out, "ready") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	requireGone(t, m, 5*time.Second)
+
+	helperHosted.Store(false)
+	defer helperHosted.Store(true)
+	if c := s.Supervise([]string{"true"}); len(c.Argv) != 1 || c.Argv[0] != "true" {
+		t.Errorf("without the helper: %q, want the command as it is", c.Argv)
+	}
+}

@@ -234,7 +234,7 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 // catches a kernel without Landlock, a binary whose main does not call
 // RunHelperIfRequested, and a helper that cannot start.
 func (l *Landlock) Probe() error {
-	if nestedProbe() {
+	if nestedProbe() || (l.self == "" && !helperHosted.Load()) {
 		return errNestedProbe
 	}
 	if abi := landlockABI(); abi < 1 {
@@ -277,6 +277,7 @@ func (l *Landlock) Probe() error {
 // a real sandbox backend (both run commands under the helper); it costs
 // one comparison.
 func RunHelperIfRequested() {
+	helperHosted.Store(true)
 	if len(os.Args) < 2 {
 		return
 	}

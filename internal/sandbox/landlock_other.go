@@ -31,3 +31,6 @@ func runNSProbe() int { return 1 }
 var droppedCapNames []string
 
 func spawnAttr(func(*syscall.SysProcAttr)) *syscall.SysProcAttr { return nil }
+
+// supervisable: the helper is Linux-only.
+const supervisable = false

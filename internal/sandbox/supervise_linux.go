@@ -41,6 +41,9 @@ const parentDeathSignal = syscall.SIGUSR1
 // SIGKILL is enough (the namespace dies with the helper).
 const stopGrace = time.Second
 
+// supervisable: the helper can supervise commands on this platform.
+const supervisable = true
+
 // maxSweeps bounds the kill rounds of a sweep: each round kills the
 // helper's children, whose own children are then re-parented to it.
 const maxSweeps = 10000
@@ -167,12 +170,15 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 			started <- startResult{err: fmt.Errorf("cannot confine %s: %w", argv[0], err)}
 			return
 		}
-	} else if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		// The ambient CAP_SYS_ADMIN of a user namespace was the helper's,
-		// for /proc: the command (bwrap refuses to run with capabilities
-		// it did not get from setuid) runs as the caller would.
-		started <- startResult{err: fmt.Errorf("clear ambient capabilities: %w", err)}
-		return
+	} else if spec.Inner {
+		// Lifetime-only (bwrap) in a user namespace: the ambient
+		// CAP_SYS_ADMIN was the helper's, for /proc; the command (bwrap
+		// refuses capabilities it did not get from setuid) runs as the
+		// caller would. Outside one, it keeps the caller's.
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			started <- startResult{err: fmt.Errorf("clear ambient capabilities: %w", err)}
+			return
+		}
 	}
 	wd, err := os.Getwd()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // nsMode is the namespace the helper is started in: its own PID and
@@ -49,6 +50,31 @@ func probeEnv() []string { return append(os.Environ(), probingEnv+"=1") }
 // nestedProbe reports whether this process is a probe's command that is
 // not the helper.
 func nestedProbe() bool { return os.Getenv(probingEnv) != "" }
+
+// helperHosted is set by RunHelperIfRequested: this binary can serve as
+// the helper, so the default backends (which re-execute it) and
+// Supervise may use it without a probe re-running a binary that cannot.
+var helperHosted atomic.Bool
+
+// Supervise wraps argv for danger-full-access: no confinement, but the
+// same lifetime guarantee as the sandboxed modes (nothing the command
+// starts outlives it, or dsh), through the helper in lifetime-only mode
+// as a subreaper, without a PID namespace, since full access exists to
+// reach the host's processes. In a binary that does not host the helper
+// (no RunHelperIfRequested) it is Unconfined: process-group teardown
+// only.
+func (s *Sandbox) Supervise(argv []string) Confined {
+	c := Unconfined(argv)
+	if len(argv) == 0 || !helperHosted.Load() || !supervisable {
+		return c
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return c
+	}
+	c.Argv = helperArgv(self, helperSpec{Lifetime: true, Parent: os.Getpid()}, argv)
+	return c
+}
 
 var nsModes = struct {
 	sync.Mutex

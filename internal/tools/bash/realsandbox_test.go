@@ -219,3 +219,21 @@ func mustWriteFile(t *testing.T, p, s string) {
 		t.Fatal(err)
 	}
 }
+
+// danger-full-access runs unconfined, yet nothing a call starts outlives
+// it: the sandbox supervises the command (sandbox.Sandbox.Supervise).
+func TestFullAccessNothingOutlives(t *testing.T) {
+	if _, err := exec.LookPath("pgrep"); err != nil {
+		t.Skip("no pgrep")
+	}
+	sb := sandbox.New()
+	h := newHarness(t, Options{Confine: func(c *tool.Call, argv []string) (Confinement, error) {
+		return Confinement{Confined: sb.Supervise(argv), Policy: sandbox.Policy{Mode: sandbox.DangerFullAccess}}, nil
+	}})
+	m := newMarker(t)
+	res := h.run(context.Background(), t, map[string]any{"command": escapes(m)})
+	if !strings.Contains(text(res), "ready") || res.IsError {
+		t.Fatalf("call: %s", text(res))
+	}
+	requireNoneLeft(t, m)
+}
