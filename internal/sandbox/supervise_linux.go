@@ -82,8 +82,14 @@ func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
 			return helperExitSetup, fmt.Errorf("pdeathsig: %w", err)
 		}
 	}
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD, parentDeathSignal}, forwarded...)...)
+	// One channel per kind, so that a burst of one cannot crowd out
+	// another: signal.Notify drops what does not fit. One pending
+	// SIGCHLD is enough (each reaps every exited child), and so is one
+	// parent death.
+	chld, death, stop := make(chan os.Signal, 1), make(chan os.Signal, 1), make(chan os.Signal, 8)
+	signal.Notify(chld, syscall.SIGCHLD)
+	signal.Notify(death, parentDeathSignal)
+	signal.Notify(stop, forwarded...)
 	// Checked after the handler is in place: a spawner that died before
 	// the Pdeathsig above could not signal it.
 	if !inNS && spec.Parent > 0 && os.Getppid() != spec.Parent {
@@ -114,27 +120,26 @@ func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
 	var stopTimer <-chan time.Time
 	for {
 		select {
-		case s := <-sigs:
-			switch s {
-			case syscall.SIGCHLD:
-				if status, done := reap(r.pid); done {
-					if !inNS {
-						sweep()
-					}
-					return exitCode(status), nil
-				}
-			case parentDeathSignal:
+		case <-chld:
+			if status, done := reap(r.pid); done {
 				if !inNS {
 					sweep()
-					return 128 + int(syscall.SIGKILL), nil
 				}
-			default:
-				// The command runs in its own process group, so that the
-				// spawner's group signal reaches it only through here, once.
-				_ = syscall.Kill(-r.pid, s.(syscall.Signal))
-				if !inNS && stopTimer == nil {
-					stopTimer = time.After(stopGrace)
-				}
+				return exitCode(status), nil
+			}
+		case <-death:
+			// In a namespace the spawner's Pdeathsig is SIGKILL: nothing
+			// to do here (a stray SIGUSR1 is ignored).
+			if !inNS {
+				sweep()
+				return 128 + int(syscall.SIGKILL), nil
+			}
+		case s := <-stop:
+			// The command runs in its own process group, so that the
+			// spawner's group signal reaches it only through here, once.
+			_ = syscall.Kill(-r.pid, s.(syscall.Signal))
+			if !inNS && stopTimer == nil {
+				stopTimer = time.After(stopGrace)
 			}
 		case <-stopTimer:
 			sweep()
