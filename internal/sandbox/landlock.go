@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -294,6 +295,9 @@ func RunHelperIfRequested() {
 // runHelper decodes the policy and supervises the command; it returns
 // the helper's exit code.
 func runHelper(args []string) int {
+	// The helper mostly waits: one P keeps it from starting a thread per
+	// CPU, which measurably slows every command on a busy machine.
+	runtime.GOMAXPROCS(1)
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, helperErrPrefix+format+"\n", a...)
 		return code
