@@ -358,8 +358,8 @@ func parentOf(pid int) (int, error) {
 }
 
 // enterNamespace finishes the namespace the spawner created: the helper
-// must be its pid 1; mounts become private to it and /proc is mounted
-// afresh, so the command sees the namespace's processes only, not the
+// must be its pid 1; mounts stop propagating out of it and /proc is
+// mounted afresh, so the command sees the namespace's processes only, not the
 // host's (dsh, its ancestors, other sessions).
 func enterNamespace(parent int) error {
 	if os.Getpid() != 1 {
@@ -378,8 +378,10 @@ func enterNamespace(parent int) error {
 			return errors.New("the spawner exited before the command started")
 		}
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make mounts private: %w", err)
+	// Slave rather than private: mounts the host makes later still show
+	// up inside, and none made inside (the /proc below) leaks out.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make mounts slave: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
