@@ -3,8 +3,12 @@
 // way.
 //
 // Modes fence writes (and network): commands still run and may read
-// everywhere in every mode. A backend that cannot confine is never
-// bypassed silently: Confine fails with SANDBOX_UNAVAILABLE.
+// everywhere in every mode, except what dsh and its ancestors hold (their
+// environment, memory and descriptors: see Harden and the helper). A
+// backend that cannot confine is never bypassed silently: Confine fails
+// with SANDBOX_UNAVAILABLE. Every command, danger-full-access included
+// (Sandbox.Supervise), runs under a per-command supervisor, the helper,
+// so that nothing it starts outlives it or dsh.
 package sandbox
 
 import (

@@ -92,7 +92,9 @@ func namespaceFor(self string) nsMode {
 		return m
 	}
 	m := nsNone
-	if nestedProbe() {
+	if exe, err := os.Executable(); nestedProbe() || (!helperHosted.Load() && err == nil && exe == self) {
+		// This binary cannot be the helper: probing would run it as
+		// itself. Its commands fail anyway (Probe says why).
 		return m
 	}
 	for _, c := range nsCandidates() {
