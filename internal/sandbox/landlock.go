@@ -169,6 +169,9 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 	spec.NS, spec.Parent = string(ns), os.Getpid()
 	if ns == nsNone {
 		gaps = append(gaps, gapNoNamespace)
+		if abi < 6 {
+			gaps = append(gaps, fmt.Sprintf("a command can signal its supervisor, and by killing it leave processes behind (Landlock ABI %d < 6 and no PID namespace)", abi))
+		}
 	}
 	c := Confined{
 		Argv:        helperArgv(self, spec, argv),
