@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,9 @@ var dshBin, fakeACPBin, fakeCodexBin string
 // TestMain builds the real dsh binary once: these tests drive it as a
 // user would, as a subprocess, against the fake model server.
 func TestMain(m *testing.M) {
+	// needSandbox probes the real backends, which run this binary as the
+	// sandbox helper.
+	sandbox.RunHelperIfRequested()
 	dir, err := os.MkdirTemp("", "dsh-cli-test")
 	if err != nil {
 		panic(err)

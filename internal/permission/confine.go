@@ -21,6 +21,13 @@ type Confiner interface {
 	Confine(argv []string, p sandbox.Policy) (sandbox.Confined, error)
 }
 
+// Supervisor is what a Confiner may also do: wrap a command that runs
+// unconfined (danger-full-access) so that nothing it starts outlives it
+// (*sandbox.Sandbox).
+type Supervisor interface {
+	Supervise(argv []string) sandbox.Confined
+}
+
 // WriteChecker reports whether a write to path is allowed under p; a
 // refusal is an error (the sandbox package's Policy.CheckWrite, as a
 // method expression: sandbox.Policy.CheckWrite).
@@ -73,7 +80,8 @@ func policyFor(mode sandbox.Mode, ws string, roots []string, network bool) sandb
 }
 
 // Confine implements bash.Options.Confine. danger-full-access runs the
-// command as it is; every other mode goes through the Confiner, whose
+// command unconfined (under the sandbox's lifetime-only supervisor when
+// it has one); every other mode goes through the Confiner, whose
 // errors (SANDBOX_UNAVAILABLE) are returned unchanged, so a command never
 // runs unconfined because the sandbox failed.
 func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, error) {
@@ -85,7 +93,13 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 		p.Network = p.Network || g.Network
 	}
 	if p.Mode == sandbox.DangerFullAccess {
-		return bash.Confinement{Confined: sandbox.Unconfined(argv), Policy: p}, nil
+		conf := sandbox.Unconfined(argv)
+		// Unconfined, but what the command starts still ends with it
+		// where the sandbox can supervise (*sandbox.Sandbox).
+		if s, ok := b.Sandbox.(Supervisor); ok {
+			conf = s.Supervise(argv)
+		}
+		return bash.Confinement{Confined: conf, Policy: p}, nil
 	}
 	if b.Sandbox == nil {
 		return bash.Confinement{}, &tool.Error{Name: "SandboxError", Code: sandbox.CodeUnavailable,

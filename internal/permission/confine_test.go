@@ -91,6 +91,29 @@ func TestBashConfinerNeverRunsUnconfined(t *testing.T) {
 	}
 }
 
+// supervisingBox is a Confiner that can also supervise unconfined
+// commands.
+type supervisingBox struct{ errBox }
+
+func (supervisingBox) Supervise(argv []string) sandbox.Confined {
+	c := sandbox.Unconfined(append([]string{"supervisor", "--"}, argv...))
+	return c
+}
+
+// danger-full-access goes through the sandbox's supervisor when it has
+// one, and never through Confine.
+func TestBashConfinerSupervisesFullAccess(t *testing.T) {
+	l := newLog(t, "/cwd")
+	if err := Select(l, PresetFullAccess, "test"); err != nil {
+		t.Fatal(err)
+	}
+	box := supervisingBox{errBox{errors.New("Confine must not be called")}}
+	c, err := (&BashConfiner{Sandbox: box, Log: l}).Confine(&tool.Call{ID: "c", Cwd: "/cwd"}, []string{"bash", "-c", "true"})
+	if err != nil || c.Enforcement != sandbox.None || !slices.Equal(c.Argv, []string{"supervisor", "--", "bash", "-c", "true"}) {
+		t.Fatalf("full access: %+v, %v", c, err)
+	}
+}
+
 func TestBashConfinerLogsBackendChanges(t *testing.T) {
 	l := newLog(t, "/cwd")
 	box := &fakeBox{}

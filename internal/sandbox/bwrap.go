@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -36,8 +37,19 @@ const probeTimeout = 10 * time.Second
 // host devices such as GPUs are not visible. Pathname UNIX sockets of
 // host daemons (e.g. /var/run/docker.sock) stay reachable when their
 // socket file is: a read-only bind does not stop connect(2).
+//
+// bwrap runs under the same helper as Landlock, in lifetime-only mode
+// (supervised): bwrap's --die-with-parent alone left the sandboxed
+// command running when bwrap was killed between its clone and the
+// child's prctl. Run as root, the command loses droppedCaps (bwrap keeps
+// root's capabilities otherwise, and CAP_SYS_ADMIN could remount the
+// read-only root writable). Descriptors: the helper passes only 0-2.
 type Bwrap struct {
 	path string
+	// self is the binary run as the helper ("" is os.Executable()); ns,
+	// when set, overrides the namespace mode found by probing.
+	self string
+	ns   *nsMode
 
 	once    sync.Once
 	bin     string
@@ -63,12 +75,48 @@ func (b *Bwrap) binary() (string, error) {
 }
 
 // baseArgs are the namespace and mount flags common to every policy.
+// Run as root, bwrap keeps the caller's capabilities for the command
+// unless told otherwise; the ones that reach past the sandbox (remount /
+// writable, ptrace, raw devices…) are dropped, as under Landlock.
 func baseArgs(network bool) []string {
 	args := []string{"--die-with-parent", "--new-session", "--unshare-pid"}
 	if !network {
 		args = append(args, "--unshare-net")
 	}
+	if os.Geteuid() == 0 {
+		for _, c := range droppedCapNames {
+			args = append(args, "--cap-drop", c)
+		}
+	}
 	return append(args, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+}
+
+func (b *Bwrap) executable() (string, error) {
+	if b.self != "" {
+		return b.self, nil
+	}
+	return os.Executable()
+}
+
+// supervised wraps a bwrap command line in the helper, in lifetime-only
+// mode: bwrap's own --die-with-parent is set by its sandboxed child
+// after the clone, so a bwrap killed in between (dsh killed, say) left
+// that child and the command running. Under the helper, the command's
+// lifetime no longer rests on that prctl: the helper's PID namespace
+// dies with it, or, without one, orphans are re-parented to the helper
+// (a subreaper) and killed by it.
+func (b *Bwrap) supervised(bwrapArgv []string) (argv []string, procAttr func(*syscall.SysProcAttr), ns nsMode, err error) {
+	self, err := b.executable()
+	if err != nil {
+		return nil, nil, nsNone, fmt.Errorf("cannot find own executable: %w", err)
+	}
+	if b.ns != nil {
+		ns = *b.ns
+	} else {
+		ns = namespaceFor(self)
+	}
+	spec := helperSpec{Lifetime: true, NS: string(ns), Parent: os.Getpid()}
+	return helperArgv(self, spec, bwrapArgv), ns.procAttr(), ns, nil
 }
 
 // Probe implements Backend: it runs `bwrap … true` with the namespaces
@@ -76,16 +124,25 @@ func baseArgs(network bool) []string {
 // are unavailable (many containers: "Failed to make / slave",
 // "Creating new namespace failed").
 func (b *Bwrap) Probe() error {
+	if nestedProbe() || (b.self == "" && !helperHosted.Load()) {
+		return errNestedProbe
+	}
 	bin, err := b.binary()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	args := append(baseArgs(false), "--", "true")
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	argv, procAttr, _, err := b.supervised(append(append([]string{bin}, baseArgs(false)...), "--", "true"))
 	if err != nil {
-		return fmt.Errorf("%s does not work here: %v: %s", bin, err, bytes.TrimSpace(out))
+		return err
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = probeEnv()
+	cmd.SysProcAttr = spawnAttr(procAttr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s does not work here (under the helper: does main call sandbox.RunHelperIfRequested?): %v: %s", bin, err, bytes.TrimSpace(out))
 	}
 	return nil
 }
@@ -112,8 +169,16 @@ func (b *Bwrap) Confine(argv []string, p Policy) (Confined, error) {
 	out = append(out, args...)
 	out = append(out, "--")
 	out = append(out, argv...)
+	out, procAttr, ns, err := b.supervised(out)
+	if err != nil {
+		return Confined{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if ns == nsNone {
+		gaps = append(gaps, gapNoNamespaceBwrap)
+	}
 	c := Confined{
 		Argv:        out,
+		ProcAttr:    procAttr,
 		Backend:     b.Name(),
 		Enforcement: Full,
 		Gaps:        gaps,

@@ -209,14 +209,15 @@ func TestBwrapPIDNamespace(t *testing.T) {
 }
 
 // With Landlock ABI ≥ 6, confined commands cannot signal processes
-// outside the sandbox (there is no PID namespace to hide them).
+// outside the sandbox where there is no PID namespace to hide them.
 func TestLandlockSignalScope(t *testing.T) {
 	requireBash(t)
-	b := NewLandlock("")
-	requireWorking(t, b)
+	requireWorking(t, NewLandlock(""))
 	if landlockABI() < 6 {
 		t.Skipf("Landlock ABI %d has no signal scoping", landlockABI())
 	}
+	none := nsNone
+	b := &Landlock{ns: &none}
 	c, err := b.Confine([]string{"bash", "-c", `kill -0 $TESTPID`}, Policy{Mode: ReadOnly})
 	if err != nil {
 		t.Fatal(err)

@@ -105,7 +105,7 @@ func mustWrite(t testing.TB, p, s string) {
 // returns its exit code and combined output.
 func run(t testing.TB, c Confined, dir string, env ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
+	cmd := command(c)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), env...), c.Env...)
 	out, err := cmd.CombinedOutput()
@@ -118,6 +118,14 @@ func run(t testing.TB, c Confined, dir string, env ...string) (int, string) {
 	}
 	t.Fatalf("run %q: %v", c.Argv, err)
 	return -1, ""
+}
+
+// command is c as a spawner starts it: in its own session, killed with
+// its parent, in the namespaces c asks for.
+func command(c Confined) *exec.Cmd {
+	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
+	cmd.SysProcAttr = spawnAttr(c.ProcAttr)
+	return cmd
 }
 
 // listen opens a TCP listener on loopback that accepts and drops

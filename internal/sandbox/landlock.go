@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -37,11 +38,35 @@ const (
 )
 
 // Landlock confines commands with Landlock (filesystem), seccomp
-// (network, TIOCSTI) and no_new_privs, without namespaces, so it works in
-// containers where bubblewrap does not. Go's os/exec has no pre-exec hook,
-// so Confine re-executes this binary as a helper that restricts itself
-// and then execs the command; main must call RunHelperIfRequested first
-// thing.
+// (network, TIOCSTI) and no_new_privs, without needing user namespaces,
+// so it works in containers where bubblewrap does not. Go's os/exec has
+// no pre-exec hook, so Confine re-executes this binary as a helper; main
+// must call RunHelperIfRequested first thing.
+//
+// The helper supervises the command (see supervise): it confines one
+// locked thread and forks the command from it, so the command inherits
+// the confinement while the helper stays free to supervise. Started in
+// a new PID and mount namespace where the spawner can create one
+// (CAP_SYS_ADMIN, or an unprivileged user namespace mapping only the
+// caller's ids; probed once), it is that namespace's pid 1 and mounts a
+// fresh /proc: the command sees no host process (dsh, its ancestors,
+// other sessions), and when the command exits, is stopped or dsh dies
+// (SIGKILL included), the namespace dies and takes everything the
+// command started with it, setsid and double forks included. Without a
+// namespace (reported as a gap, Partial) the helper is a child subreaper
+// that kills its whole subtree at those moments instead, and host
+// processes stay visible in /proc: their command lines can be read,
+// their environment, memory and descriptors cannot (below).
+//
+// Whatever the namespace: the command runs without the capabilities that
+// reach past the sandbox (droppedCaps: CAP_SYS_PTRACE, CAP_SYS_ADMIN,
+// CAP_DAC_READ_SEARCH… from every set, bounding included, so even root
+// cannot regain them), which makes Landlock's ptrace scoping hold for
+// /proc/<pid>/environ, mem and fd of every process outside the sandbox;
+// the helper is non-dumpable, and no descriptor beyond 0-2 reaches the
+// command (Harden). dsh itself calls Harden at start, so same-user
+// commands without CAP_SYS_PTRACE cannot read its /proc entries under
+// any backend.
 //
 // Landlock is an allow-list: reads and execution everywhere; writes in
 // the writable roots, the temp dirs (workspace-write) or the private
@@ -59,13 +84,16 @@ const (
 // With ABI ≥ 6, signals to processes outside the command's own sandbox
 // (dsh itself, the user's other processes, background jobs of earlier
 // commands) are refused, and so, without network, are abstract UNIX
-// sockets; host processes stay visible. Gaps reported as
-// Partial: no truncate right (ABI < 3), no seccomp for this
-// architecture, .git inside a temp dir (temp dirs are granted whole:
-// carving them would break mktemp), LooseGit. Before ABI 2, moving files
-// between directories is always refused.
+// sockets. Gaps reported as Partial: no PID namespace, no truncate
+// right (ABI < 3), no seccomp for this architecture, .git inside a temp
+// dir (temp dirs are granted whole: carving them would break mktemp),
+// LooseGit. Before ABI 2, moving files between directories is always
+// refused.
 type Landlock struct {
 	self string
+	// ns, when set, overrides the namespace mode found by probing
+	// (tests exercise every mode on one machine).
+	ns *nsMode
 
 	// LooseGit grants writable roots whole: top-level entries can be
 	// created and removed, but .git metadata becomes writable, and
@@ -101,6 +129,19 @@ type helperSpec struct {
 	Network bool `json:"network,omitempty"`
 	// TmpDir, when set, becomes the command's TMPDIR.
 	TmpDir string `json:"tmpdir,omitempty"`
+
+	// Lifetime asks for supervision only (bwrap): no Landlock, seccomp
+	// or capability drop, just the command's lifetime bound to the
+	// helper's and the helper's to the spawner's.
+	Lifetime bool `json:"lifetime,omitempty"`
+	// NS is the nsMode the spawner starts the helper in ("" for none).
+	NS string `json:"ns,omitempty"`
+	// Parent is the spawner's pid: the helper checks that it is still
+	// its parent once its own death signal is in place.
+	Parent int `json:"parent,omitempty"`
+	// Inner marks the helper inside a user namespace, started by the
+	// outer one (startInner).
+	Inner bool `json:"inner,omitempty"`
 }
 
 // Confine implements Backend.
@@ -124,15 +165,17 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 		return Confined{}, err
 	}
 	spec, gaps := landlockSpec(lay, p.Network, abi, seccompSupported(), l.LooseGit)
-	enc, err := json.Marshal(spec)
-	if err != nil {
-		return Confined{}, err
+	ns := l.namespace(self)
+	spec.NS, spec.Parent = string(ns), os.Getpid()
+	if ns == nsNone {
+		gaps = append(gaps, gapNoNamespace)
+		if abi < 6 {
+			gaps = append(gaps, fmt.Sprintf("a command can signal its supervisor, and by killing it leave processes behind (Landlock ABI %d < 6 and no PID namespace)", abi))
+		}
 	}
-	out := make([]string, 0, 4+len(argv))
-	out = append(out, self, HelperArg, base64.RawURLEncoding.EncodeToString(enc), "--")
-	out = append(out, argv...)
 	c := Confined{
-		Argv:        out,
+		Argv:        helperArgv(self, spec, argv),
+		ProcAttr:    ns.procAttr(),
 		Backend:     l.Name(),
 		Enforcement: Full,
 		Gaps:        gaps,
@@ -142,6 +185,14 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 		c.Enforcement = Partial
 	}
 	return c, nil
+}
+
+// namespace is the mode the helper is started in.
+func (l *Landlock) namespace(self string) nsMode {
+	if l.ns != nil {
+		return *l.ns
+	}
+	return namespaceFor(self)
 }
 
 // landlockSpec builds the helper's instructions for a layout on a kernel
@@ -187,6 +238,9 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 // catches a kernel without Landlock, a binary whose main does not call
 // RunHelperIfRequested, and a helper that cannot start.
 func (l *Landlock) Probe() error {
+	if nestedProbe() || (l.self == "" && !helperHosted.Load()) {
+		return errNestedProbe
+	}
 	if abi := landlockABI(); abi < 1 {
 		return errors.New("Landlock is not enabled in this kernel")
 	}
@@ -206,7 +260,10 @@ func (l *Landlock) Probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	cmd.Env = probeEnv()
+	cmd.SysProcAttr = spawnAttr(c.ProcAttr)
+	out, err := cmd.CombinedOutput()
 	if _, serr := os.Lstat(target); serr == nil {
 		return errors.New("a write outside the writable roots was not refused")
 	}
@@ -216,12 +273,15 @@ func (l *Landlock) Probe() error {
 	return nil
 }
 
-// RunHelperIfRequested turns this process into the Landlock helper when
-// it was started as one (os.Args[1] == HelperArg): it confines itself and
-// execs the command, never returning. Otherwise it returns at once. Call
-// it first thing in main, and in the TestMain of any package whose tests
-// use the Landlock backend; it costs one comparison.
+// RunHelperIfRequested turns this process into the sandbox helper when
+// it was started as one (os.Args[1] == HelperArg): it supervises the
+// command (confined, unless the spec asks for supervision only) and exits
+// with its status, never returning. Otherwise it returns at once. Call it
+// first thing in main, and in the TestMain of any package whose tests use
+// a real sandbox backend (both run commands under the helper); it costs
+// one comparison.
 func RunHelperIfRequested() {
+	helperHosted.Store(true)
 	if len(os.Args) < 2 {
 		return
 	}
@@ -230,12 +290,17 @@ func RunHelperIfRequested() {
 		os.Exit(runHelper(os.Args[2:]))
 	case probeArg:
 		os.Exit(runProbeWrite(os.Args[2:]))
+	case nsProbeArg:
+		os.Exit(runNSProbe())
 	}
 }
 
-// runHelper decodes the policy and hands over to the platform's
-// confine-and-exec; it returns only on failure.
+// runHelper decodes the policy and supervises the command; it returns
+// the helper's exit code.
 func runHelper(args []string) int {
+	// The helper mostly waits: one P keeps it from starting a thread per
+	// CPU, which measurably slows every command on a busy machine.
+	runtime.GOMAXPROCS(1)
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, helperErrPrefix+format+"\n", a...)
 		return code
@@ -264,8 +329,11 @@ func runHelper(args []string) int {
 	if err != nil {
 		return fail(helperExitNotFound, "%v", err)
 	}
-	err = confineAndExec(spec, path, argv, env)
-	return fail(helperExitSetup, "%v", err)
+	code, err := supervise(spec, path, argv, env)
+	if err != nil {
+		return fail(code, "%v", err)
+	}
+	return code
 }
 
 // runProbeWrite is the probe's command: it tries to create args[0] and

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -69,24 +67,12 @@ func landlockABI() int { return abiOnce() }
 // devices are granted llDevice when they exist.
 var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts"}
 
-// confineAndExec applies spec to this thread and execs path; it returns
-// only on failure, saying whether confining or the exec failed.
-// Landlock, no_new_privs and seccomp are per thread and survive execve
-// from that thread, so the thread is locked and never released.
-func confineAndExec(spec helperSpec, path string, argv, env []string) error {
-	runtime.LockOSThread()
-	if err := restrictSelf(spec); err != nil {
-		return fmt.Errorf("cannot confine %s: %w", argv[0], err)
-	}
-	if err := syscall.Exec(path, argv, env); err != nil {
-		return fmt.Errorf("exec %s: %w", path, err)
-	}
-	return nil
-}
-
 // restrictSelf applies Landlock, no_new_privs and seccomp to the calling
-// thread.
+// thread, and drops the capabilities that reach past them.
 func restrictSelf(spec helperSpec) error {
+	if err := dropCaps(); err != nil {
+		return err
+	}
 	abi := landlockABI()
 	if abi < 1 {
 		return errors.New("Landlock is not enabled in this kernel")

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +114,8 @@ func TestBwrapArgs(t *testing.T) {
 	args, gaps := bwrapArgs(lay, false)
 	joined := strings.Join(args, " ")
 	for _, want := range []string{
-		"--die-with-parent --new-session --unshare-pid --unshare-net --ro-bind / / --dev /dev --proc /proc",
+		"--die-with-parent --new-session --unshare-pid --unshare-net ",
+		"--ro-bind / / --dev /dev --proc /proc",
 		"--bind /tmp /tmp --bind /w /w --bind /w/ws /w/ws",
 	} {
 		if !strings.Contains(joined, want) {
@@ -179,4 +181,15 @@ func resolvedTempDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// A probe run inside another's command (a binary without the helper hook
+// re-running itself) fails at once instead of probing again.
+func TestNestedProbeFailsFast(t *testing.T) {
+	t.Setenv(probingEnv, "1")
+	for _, b := range []Backend{NewBwrap(""), NewLandlock("")} {
+		if err := b.Probe(); !errors.Is(err, errNestedProbe) {
+			t.Errorf("%s: %v, want errNestedProbe", b.Name(), err)
+		}
+	}
 }

@@ -3,11 +3,18 @@
 // way.
 //
 // Modes fence writes (and network): commands still run and may read
-// everywhere in every mode. A backend that cannot confine is never
-// bypassed silently: Confine fails with SANDBOX_UNAVAILABLE.
+// everywhere in every mode, except what dsh and its ancestors hold (their
+// environment, memory and descriptors: see Harden and the helper). A
+// backend that cannot confine is never bypassed silently: Confine fails
+// with SANDBOX_UNAVAILABLE. Every command, danger-full-access included
+// (Sandbox.Supervise), runs under a per-command supervisor, the helper,
+// so that nothing it starts outlives it or dsh.
 package sandbox
 
-import "errors"
+import (
+	"errors"
+	"syscall"
+)
 
 // Mode is a session's sandbox mode.
 type Mode string
@@ -72,8 +79,13 @@ const (
 
 // Confined is a command ready to run under a policy.
 type Confined struct {
-	Argv        []string
-	Env         []string // extra environment for the wrapper, if any
+	Argv []string
+	Env  []string // extra environment for the wrapper, if any
+	// ProcAttr, when set, adjusts how Argv must be started (the
+	// namespaces the helper is created in): the spawner calls it on its
+	// SysProcAttr before starting. A Confined must be started by the
+	// process that made it (the helper checks its parent's pid).
+	ProcAttr    func(*syscall.SysProcAttr)
 	Backend     string
 	Enforcement Enforcement
 	// Gaps names what a partial enforcement does not cover.

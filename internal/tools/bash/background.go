@@ -166,13 +166,19 @@ func (b background) run(ctx context.Context, o Options, out io.Writer) (jobs.Out
 		defer cancel()
 	}
 	argv := append([]string{redirectShell, "-c", redirectScript, "sh"}, b.argv...)
-	res, err := proc.Run(runCtx, proc.Spec{
+	spec := proc.Spec{
 		Argv:        argv,
 		Dir:         b.dir,
 		Env:         proc.EnvPolicy{Exact: b.env},
 		Stdin:       pw,
 		OutputLimit: o.OutputLimit,
-	})
+	}
+	if b.conf != nil {
+		// The wrapper execs the helper in place, so the namespaces it is
+		// created in are the helper's.
+		spec.SysProcAttr = b.conf.ProcAttr
+	}
+	res, err := proc.Run(runCtx, spec)
 	pw.Close() // the group is gone; only escaped processes can hold it now
 	_ = pr.SetReadDeadline(time.Now().Add(drainDelay))
 	<-copied

@@ -337,10 +337,17 @@ func TestBackgroundWrapperFailureIsOutput(t *testing.T) {
 	}
 }
 
-// TestMain lets the test binary serve as the Landlock helper, which
-// re-executes os.Executable().
+// TestMain lets the test binary serve as the sandbox helper, which
+// re-executes os.Executable(), and hardens it as dsh's main does.
 func TestMain(m *testing.M) {
 	sandbox.RunHelperIfRequested()
+	if err := sandbox.Harden(); err != nil {
+		panic(err)
+	}
+	// Helpers built with -race would sleep a second at exit.
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
+	}
 	os.Exit(leakcheck.Run(m))
 }
 

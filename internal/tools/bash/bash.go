@@ -338,12 +338,16 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
 	defer cancel()
-	out, err := proc.Run(runCtx, proc.Spec{
+	spec := proc.Spec{
 		Argv:        argv,
 		Dir:         dir,
 		Env:         proc.EnvPolicy{Exact: env},
 		OutputLimit: o.OutputLimit,
-	})
+	}
+	if conf != nil {
+		spec.SysProcAttr = conf.ProcAttr
+	}
+	out, err := proc.Run(runCtx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled")
