@@ -3,6 +3,8 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -33,11 +35,19 @@ const probeTimeout = 10 * time.Second
 //     private tmpfs over /tmp would hide it).
 //
 // /dev is bubblewrap's minimal one (null, zero, random, tty, pts, shm):
-// host devices such as GPUs are not visible. Pathname UNIX sockets of
-// host daemons (e.g. /var/run/docker.sock) stay reachable when their
-// socket file is: a read-only bind does not stop connect(2).
+// host devices such as GPUs are not visible.
+//
+// A read-only bind does not stop connect(2) to the pathname UNIX socket
+// of a host daemon (e.g. /var/run/docker.sock), so the command runs
+// under this binary re-executed as a gate-only helper (`bwrap … -- self
+// HelperArg <spec> -- argv…`, see unixgate.go): sockets outside the
+// workspace, the writable roots, the temp dirs and Policy.UnixSockets
+// are refused. main must call RunHelperIfRequested, as for Landlock.
 type Bwrap struct {
 	path string
+	// Self is the executable re-executed as the gate helper inside the
+	// sandbox; "" is os.Executable().
+	Self string
 
 	once    sync.Once
 	bin     string
@@ -87,7 +97,35 @@ func (b *Bwrap) Probe() error {
 	if err != nil {
 		return fmt.Errorf("%s does not work here: %v: %s", bin, err, bytes.TrimSpace(out))
 	}
+	if unixGateSupported() != nil {
+		return nil
+	}
+	// The gate helper must start inside the sandbox too.
+	helper, err := b.gateArgv([]string{"true"}, gateSpec{})
+	if err != nil {
+		return err
+	}
+	args = append(append(baseArgs(false), "--"), helper...)
+	if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("the sandbox helper does not run inside %s (does main call sandbox.RunHelperIfRequested?): %v: %s", bin, err, bytes.TrimSpace(out))
+	}
 	return nil
+}
+
+// gateArgv wraps argv in the gate-only helper.
+func (b *Bwrap) gateArgv(argv []string, g gateSpec) ([]string, error) {
+	self := b.Self
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("%w: cannot find own executable for the socket gate: %v", ErrUnavailable, err)
+		}
+	}
+	enc, err := json.Marshal(helperSpec{Gate: &g, GateOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{self, HelperArg, base64.RawURLEncoding.EncodeToString(enc), "--"}, argv...), nil
 }
 
 // Confine implements Backend.
@@ -107,6 +145,15 @@ func (b *Bwrap) Confine(argv []string, p Policy) (Confined, error) {
 		return Confined{}, err
 	}
 	args, gaps := bwrapArgs(l, p.Network)
+	gate, gaps, err := withGate(l, p, gaps)
+	if err != nil {
+		return Confined{}, err
+	}
+	if gate != nil {
+		if argv, err = b.gateArgv(argv, *gate); err != nil {
+			return Confined{}, err
+		}
+	}
 	out := make([]string, 0, 1+len(args)+1+len(argv))
 	out = append(out, bin)
 	out = append(out, args...)

@@ -41,6 +41,9 @@ func outputDenied(exitCode int, output []byte) bool {
 		return false
 	}
 	for line := range bytes.Lines(output) {
+		if bytes.HasPrefix(line, []byte(SocketDeniedPrefix)) {
+			return true
+		}
 		if hasRunnerPrefix(line) {
 			continue
 		}

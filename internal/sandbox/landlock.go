@@ -101,6 +101,13 @@ type helperSpec struct {
 	Network bool `json:"network,omitempty"`
 	// TmpDir, when set, becomes the command's TMPDIR.
 	TmpDir string `json:"tmpdir,omitempty"`
+	// Gate, when set, makes the helper serve the UNIX socket gate
+	// (unixgate.go) instead of exec'ing the command.
+	Gate *gateSpec `json:"gate,omitempty"`
+	// GateOnly skips Landlock and the helper's own seccomp filter:
+	// bubblewrap already confines the command and runs the helper only
+	// for the gate.
+	GateOnly bool `json:"gate_only,omitempty"`
 }
 
 // Confine implements Backend.
@@ -124,6 +131,9 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 		return Confined{}, err
 	}
 	spec, gaps := landlockSpec(lay, p.Network, abi, seccompSupported(), l.LooseGit)
+	if spec.Gate, gaps, err = withGate(lay, p, gaps); err != nil {
+		return Confined{}, err
+	}
 	enc, err := json.Marshal(spec)
 	if err != nil {
 		return Confined{}, err
@@ -180,6 +190,19 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 		}
 	}
 	return spec, gaps
+}
+
+// withGate returns the gate for a policy, or nil with a gap saying that
+// host UNIX sockets stay reachable when this kernel cannot run it.
+func withGate(lay layout, p Policy, gaps []string) (*gateSpec, []string, error) {
+	if err := unixGateSupported(); err != nil {
+		return nil, append(gaps, "UNIX sockets outside the workspace are not blocked: "+err.Error()), nil
+	}
+	g, err := newGateSpec(lay, p)
+	if err != nil {
+		return nil, gaps, err
+	}
+	return &g, gaps, nil
 }
 
 // Probe implements Backend: it runs a write that must be refused through
@@ -263,6 +286,12 @@ func runHelper(args []string) int {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return fail(helperExitNotFound, "%v", err)
+	}
+	if spec.Gate != nil {
+		return runGated(spec, path, argv, env)
+	}
+	if spec.GateOnly {
+		return fail(helperExitSetup, "gate-only policy without a gate")
 	}
 	err = confineAndExec(spec, path, argv, env)
 	return fail(helperExitSetup, "%v", err)

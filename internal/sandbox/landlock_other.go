@@ -12,3 +12,9 @@ func seccompSupported() bool { return false }
 func confineAndExec(helperSpec, string, []string, []string) error {
 	return errors.New("Landlock is Linux-only")
 }
+
+func restrictSelf(helperSpec) error { return errors.New("Landlock is Linux-only") }
+
+func runGated(helperSpec, string, []string, []string) int {
+	return helperExitSetup
+}

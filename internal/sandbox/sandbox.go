@@ -53,6 +53,11 @@ type Policy struct {
 	// Network allows network access in read-only and workspace-write
 	// (danger-full-access always has it).
 	Network bool
+	// UnixSockets are pathname UNIX sockets (or directories of them)
+	// outside the workspace that commands may connect to, e.g. an
+	// ssh-agent or a database socket. Absolute paths. Others outside the
+	// workspace, its writable roots and the temp dirs are refused.
+	UnixSockets []string
 }
 
 // Enforcement says how completely a backend confines.

@@ -1,0 +1,61 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// runGated is the helper's path when its spec carries a gate: instead of
+// exec'ing the command it starts it from a confined thread (Landlock
+// restrictions unless GateOnly, where bubblewrap already confines) and
+// stays to serve the gate until the command exits, then exits the same
+// way. It returns only the exit code to use.
+//
+// The command shares the helper's process group and session, so the
+// group signals that end a tool call reach it directly; the helper only
+// catches them so that it outlives the command and reports its status.
+func runGated(spec helperSpec, path string, argv, env []string) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	go func() {
+		for range sigs {
+		}
+	}()
+
+	start := gatedStart{path: path, argv: argv, env: env}
+	if !spec.GateOnly {
+		start.confine = func() error { return restrictSelf(spec) }
+	}
+	child, err := forkGated(start)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, helperErrPrefix+"cannot confine %s: %v\n", argv[0], err)
+		return helperExitSetup
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- serveUnixGate(ctx, child.listener, *spec.Gate, func(p string) {
+			fmt.Fprintf(os.Stderr, "%s%s\n", SocketDeniedPrefix, p)
+		})
+	}()
+	ws := <-child.done
+	cancel()
+	if err := <-served; err != nil {
+		fmt.Fprintf(os.Stderr, helperErrPrefix+"%v\n", err)
+	}
+	if ws.Signaled() {
+		// Die the same way, so the caller sees the signal; a signal the
+		// runtime does not let kill us falls back to the shell's code.
+		sig := ws.Signal()
+		signal.Reset(sig)
+		_ = syscall.Kill(os.Getpid(), sig)
+		return 128 + int(sig)
+	}
+	return ws.ExitStatus()
+}

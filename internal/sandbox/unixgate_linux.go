@@ -1,0 +1,352 @@
+//go:build linux && (amd64 || arm64 || riscv64 || loong64)
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// seccomp user notification ABI (linux/seccomp.h); x/sys has the ioctl
+// numbers for RECV and SEND but not the structures or ID_VALID.
+const (
+	notifIDValid = 0x40082102 // SECCOMP_IOCTL_NOTIF_ID_VALID, _IOW('!', 2, __u64)
+	offArg4      = 48
+)
+
+// i386 socket syscalls, refused whole from an amd64 process under the
+// gate (their arguments are not worth emulating).
+const (
+	i386Connect  = 362
+	i386Sendto   = 369
+	i386Sendmsg  = 370
+	i386Sendmmsg = 345
+)
+
+type seccompNotif struct {
+	ID    uint64
+	Pid   uint32
+	Flags uint32
+	Nr    int32
+	Arch  uint32
+	IP    uint64
+	Args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// gateFilter builds the gate's seccomp program. It is stacked on top of
+// the helper's own filter (the kernel applies the most restrictive
+// verdict, so what that filter refuses stays refused): connect, sendmsg,
+// sendmmsg and sendto with a non-null address go to the supervisor;
+// io_uring (whose socket operations bypass seccomp) and the foreign-arch
+// socket calls are refused.
+func gateFilter() ([]unix.SockFilter, error) {
+	native := nativeAuditArch()
+	if native == 0 {
+		return nil, errors.New("seccomp: unsupported architecture " + runtime.GOARCH)
+	}
+	p := &bpfProg{jumps: map[int][2]string{}, labels: map[string]int{}}
+	p.ld(offArch)
+	p.jmp(unix.BPF_JEQ, native, "", "foreign")
+	p.ld(offNR)
+	if runtime.GOARCH == "amd64" {
+		p.jmp(unix.BPF_JGE, x32Bit, "enosys", "")
+	}
+	p.jmp(unix.BPF_JEQ, unix.SYS_CONNECT, "notify", "")
+	p.jmp(unix.BPF_JEQ, unix.SYS_SENDMSG, "notify", "")
+	p.jmp(unix.BPF_JEQ, unix.SYS_SENDMMSG, "notify", "")
+	p.jmp(unix.BPF_JEQ, unix.SYS_IO_URING_SETUP, "eperm", "")
+	p.jmp(unix.BPF_JEQ, unix.SYS_SENDTO, "", "allow")
+	// sendto: only a call with an address (either half non-zero) needs
+	// a look; the pointer is in a register, so this test cannot race.
+	p.ld(offArg4)
+	p.jmp(unix.BPF_JEQ, 0, "", "notify")
+	p.ld(offArg4 + 4)
+	p.jmp(unix.BPF_JEQ, 0, "allow", "notify")
+
+	p.label("foreign")
+	if runtime.GOARCH == "amd64" {
+		p.jmp(unix.BPF_JEQ, unix.AUDIT_ARCH_I386, "", "enosys")
+		p.ld(offNR)
+		for _, nr := range []uint32{i386Socketcall, i386Connect, i386Sendto, i386Sendmsg, i386Sendmmsg, i386IoUringSetup} {
+			p.jmp(unix.BPF_JEQ, nr, "eperm", "")
+		}
+		p.ret(retAllow)
+	} else {
+		p.ret(retENOSYS)
+	}
+
+	p.label("notify")
+	p.ret(unix.SECCOMP_RET_USER_NOTIF)
+	p.label("allow")
+	p.ret(retAllow)
+	p.label("eperm")
+	p.ret(retEPERM)
+	p.label("enosys")
+	p.ret(retENOSYS)
+	return p.assemble()
+}
+
+var gateOnce = sync.OnceValue(func() error {
+	if !seccompSupported() {
+		return errors.New("seccomp is not available")
+	}
+	// SECCOMP_GET_NOTIF_SIZES exists since user notification (5.0);
+	// pidfd_getfd (5.6) answers EBADF for a bad pidfd and ENOSYS when
+	// missing.
+	var sizes [3]uint16
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_NOTIF_SIZES, 0, uintptr(unsafe.Pointer(&sizes))); e != 0 {
+		return fmt.Errorf("no seccomp user notification: %w", e)
+	}
+	if sizes[0] < uint16(unsafe.Sizeof(seccompNotif{})) || sizes[1] < uint16(unsafe.Sizeof(seccompNotifResp{})) {
+		return fmt.Errorf("unexpected seccomp notification sizes %v", sizes)
+	}
+	if _, err := unix.PidfdGetfd(-1, 0, 0); errors.Is(err, unix.ENOSYS) {
+		return errors.New("no pidfd_getfd (Linux < 5.6)")
+	}
+	return nil
+})
+
+// unixGateSupported reports whether this kernel can run the gate, or why
+// not.
+func unixGateSupported() error { return gateOnce() }
+
+// installUnixGate installs the gate's filter on the calling thread (which
+// must be locked and stay so) and returns the listener; no_new_privs is
+// set first, as seccomp requires without CAP_SYS_ADMIN.
+func installUnixGate() (int, error) {
+	ins, err := gateFilter()
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return -1, fmt.Errorf("no_new_privs: %w", err)
+	}
+	prog := unix.SockFprog{Len: uint16(len(ins)), Filter: &ins[0]}
+	fd, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+	if e != 0 {
+		return -1, fmt.Errorf("seccomp user notification filter: %w", e)
+	}
+	return int(fd), nil
+}
+
+// dropPtrace removes CAP_SYS_PTRACE from the calling thread (and so from
+// what it forks): a command running as root could otherwise attach to
+// the helper, whose other threads serve the gate unconfined. Together
+// with the helper being non-dumpable this keeps the command out of it.
+func dropPtrace() error {
+	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_PTRACE, 0, 0, 0); err != nil && !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("drop CAP_SYS_PTRACE from the bounding set: %w", err)
+	}
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, unix.CAP_SYS_PTRACE, 0, 0)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	const bit = uint32(1) << (unix.CAP_SYS_PTRACE % 32)
+	w := unix.CAP_SYS_PTRACE / 32
+	data[w].Effective &^= bit
+	data[w].Permitted &^= bit
+	data[w].Inheritable &^= bit
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// gatedStart says how forkGated starts the command.
+type gatedStart struct {
+	path string
+	argv []string
+	env  []string
+	dir  string
+	// files are the child's descriptors 0, 1, 2…; nil is ours.
+	files []uintptr
+	// confine runs on the locked thread before the gate is installed
+	// (the Landlock restrictions); nil for none.
+	confine func() error
+}
+
+// gatedChild is a command started under the gate: its pid and the
+// listener to serve. The exit status arrives on done once the command
+// has been reaped.
+type gatedChild struct {
+	pid      int
+	listener int
+	done     <-chan syscall.WaitStatus
+}
+
+// forkGated starts the command from a new locked thread that confines
+// itself, installs the gate and forks; seccomp filters and Landlock
+// domains are per thread and inherited by the child. That thread then
+// waits for the child and never runs anything else (its goroutine ends
+// while locked, so the runtime retires it): the command gets Pdeathsig
+// from a thread that lives exactly as long as it, and the threads that
+// serve the gate stay unconfined.
+func forkGated(s gatedStart) (gatedChild, error) {
+	type started struct {
+		pid, fd int
+		err     error
+	}
+	// Non-dumpable: a command of the same user cannot ptrace the helper
+	// or open its /proc files (exec makes the command dumpable again).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return gatedChild{}, fmt.Errorf("PR_SET_DUMPABLE: %w", err)
+	}
+	ch := make(chan started, 1)
+	done := make(chan syscall.WaitStatus, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		if s.confine != nil {
+			if err := s.confine(); err != nil {
+				ch <- started{err: err}
+				return
+			}
+		}
+		if err := dropPtrace(); err != nil {
+			ch <- started{err: err}
+			return
+		}
+		fd, err := installUnixGate()
+		if err != nil {
+			ch <- started{err: err}
+			return
+		}
+		files := s.files
+		if files == nil {
+			files = []uintptr{0, 1, 2}
+		}
+		pid, err := syscall.ForkExec(s.path, s.argv, &syscall.ProcAttr{
+			Dir: s.dir, Env: s.env, Files: files,
+			Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		})
+		if err != nil {
+			unix.Close(fd)
+			ch <- started{err: fmt.Errorf("exec %s: %w", s.path, err)}
+			return
+		}
+		ch <- started{pid: pid, fd: fd}
+		var ws syscall.WaitStatus
+		for {
+			_, err := syscall.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		done <- ws
+	}()
+	r := <-ch
+	if r.err != nil {
+		return gatedChild{}, r.err
+	}
+	return gatedChild{pid: r.pid, listener: r.fd, done: done}, nil
+}
+
+// serveUnixGate answers the listener's notifications until ctx ends or
+// no task uses the filter any more, then waits for the calls in flight
+// and closes the listener. Each call is handled on its own goroutine, so
+// a connect that blocks (a full backlog) holds up only its caller.
+func serveUnixGate(ctx context.Context, listener int, g gateSpec, report func(path string)) error {
+	defer unix.Close(listener)
+	var stop [2]int
+	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("unix gate: %w", err)
+	}
+	defer unix.Close(stop[0])
+	quit := make(chan struct{})
+	watcher := make(chan struct{})
+	go func() {
+		defer close(watcher)
+		select {
+		case <-ctx.Done():
+		case <-quit:
+		}
+		unix.Close(stop[1])
+	}()
+	var wg sync.WaitGroup
+	defer func() {
+		close(quit)
+		<-watcher
+		wg.Wait()
+	}()
+	gs := &gate{listener: listener, spec: g, report: report}
+	for {
+		fds := []unix.PollFd{{Fd: int32(listener), Events: unix.POLLIN}, {Fd: int32(stop[0]), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("unix gate: poll: %w", err)
+		}
+		if fds[1].Revents != 0 {
+			return nil
+		}
+		if fds[0].Revents&unix.POLLIN == 0 {
+			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				return nil // every task under the filter is gone
+			}
+			continue
+		}
+		var n seccompNotif
+		if err := ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(&n)); err != nil {
+			// ENOENT: the caller died before we got to it.
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("unix gate: receive: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gs.answer(&n)
+		}()
+	}
+}
+
+func ioctlPtr(fd int, req uint, p unsafe.Pointer) error {
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(p)); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// gate is one listener's supervisor state.
+type gate struct {
+	listener int
+	spec     gateSpec
+	// report is told the path of each refused socket; nil for none.
+	report func(path string)
+}
+
+// answer performs the notified call and sends its result. A caller that
+// died in the meantime makes SEND fail with ENOENT, which is ignored.
+func (gs *gate) answer(n *seccompNotif) {
+	val, errno := gs.perform(n)
+	resp := seccompNotifResp{ID: n.ID, Val: val}
+	if errno != 0 {
+		resp.Val, resp.Error = 0, -int32(errno)
+	}
+	_ = ioctlPtr(gs.listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
+}
+
+// valid reports whether the notification's caller is still waiting, i.e.
+// its pid still names the task that made the call: checked after each
+// read of the caller's state, since the pid could be reused once it died.
+func (gs *gate) valid(id uint64) bool {
+	return ioctlPtr(gs.listener, notifIDValid, unsafe.Pointer(&id)) == nil
+}
