@@ -1,0 +1,139 @@
+//go:build linux && (amd64 || arm64 || riscv64 || loong64)
+
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// socketFixture is a workspace fixture with socket servers inside the
+// workspace, outside it, and in a directory a profile allows.
+type socketFixture struct {
+	fixture
+	inS, outS, outD, agentS *sockServer
+	link                    string
+}
+
+func newSocketFixture(t testing.TB) socketFixture {
+	t.Helper()
+	f := socketFixture{fixture: newFixture(t)}
+	f.inS = serveStream(t, filepath.Join(f.ws, "src", "s"))
+	f.outS = serveStream(t, filepath.Join(f.outside, "s"))
+	f.outD = serveDgram(t, filepath.Join(f.outside, "d"))
+	agent := filepath.Join(f.root, "agent")
+	mustMkdir(t, agent)
+	f.agentS = serveStream(t, filepath.Join(agent, "sock"))
+	f.link = filepath.Join(f.ws, "src", "link")
+	if err := os.Symlink(f.outS.path, f.link); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// Under both backends, in read-only and workspace-write, a command
+// cannot reach a UNIX socket outside the workspace unless the policy
+// lists it; inside the workspace sockets work; danger-full-access is
+// not gated.
+func TestConfineUnixSockets(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			requireGate(t)
+			f := newSocketFixture(t)
+			if !f.outsideTemp {
+				t.Skipf("fixture %s lies in a temp dir, which workspace-write allows", f.root)
+			}
+			src := filepath.Join(f.ws, "src")
+			tests := []struct {
+				name    string
+				mode    Mode
+				allow   []string
+				network bool
+				dir     string
+				args    []string
+				ok      bool
+				refused string
+			}{
+				{"ws/outside", WorkspaceWrite, nil, false, "/", []string{"connect", f.outS.path}, false, f.outS.path},
+				{"ro/outside", ReadOnly, nil, false, "/", []string{"connect", f.outS.path}, false, f.outS.path},
+				{"ws/outside with network", WorkspaceWrite, nil, true, "/", []string{"connect", f.outS.path}, false, f.outS.path},
+				{"ws/inside", WorkspaceWrite, nil, false, "/", []string{"connect", f.inS.path}, true, ""},
+				{"ro/inside", ReadOnly, nil, false, "/", []string{"connect", f.inS.path}, true, ""},
+				{"ws/allowed socket", WorkspaceWrite, []string{f.agentS.path}, false, "/", []string{"connect", f.agentS.path}, true, ""},
+				{"ro/allowed dir", ReadOnly, []string{filepath.Dir(f.agentS.path)}, false, "/", []string{"connect", f.agentS.path}, true, ""},
+				{"ws/symlink to outside", WorkspaceWrite, nil, false, "/", []string{"connect", f.link}, false, f.outS.path},
+				{"ro/relative", ReadOnly, nil, false, src, []string{"connect", "s"}, true, ""},
+				{"ws/relative escaping", WorkspaceWrite, nil, false, src, []string{"connect", "../../outside/s"}, false, f.outS.path},
+				{"ws/datagram outside", WorkspaceWrite, nil, false, "/", []string{"sendto", f.outD.path}, false, f.outD.path},
+				{"ro/datagram outside", ReadOnly, nil, false, "/", []string{"sendmsg", f.outD.path}, false, f.outD.path},
+				{"danger/outside", DangerFullAccess, nil, false, "/", []string{"connect", f.outS.path}, true, ""},
+			}
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					p := Policy{Mode: tc.mode, Workspace: f.ws, UnixSockets: tc.allow, Network: tc.network}
+					c, err := b.Confine(append([]string{self, gateClientArg}, tc.args...), p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					code, out := run(t, c, tc.dir)
+					if (code == 0) != tc.ok {
+						t.Fatalf("exit %d, want success=%v\nargv %q\noutput: %s", code, tc.ok, c.Argv, out)
+					}
+					if tc.ok {
+						return
+					}
+					if !strings.Contains(out, SocketDeniedPrefix+tc.refused+"\n") || !strings.Contains(out, "EACCES") {
+						t.Errorf("output %q does not report the refusal of %s", out, tc.refused)
+					}
+					if !c.Denied(code, []byte(out)) {
+						t.Errorf("Denied did not recognise the refusal: %q", out)
+					}
+				})
+			}
+		})
+	}
+}
+
+// The tools a coding agent runs most still work under the gate: git
+// status (its .git stays read-only) and go test with its build cache, which lives in a
+// writable root.
+func TestConfineToolsUnderGate(t *testing.T) {
+	requireBash(t)
+	for _, tool := range []string{"git", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Skip("no user cache dir")
+	}
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			ws, _ := testRoot(t)
+			mustWrite(t, filepath.Join(ws, "go.mod"), "module example.com/m\n\ngo 1.21\n")
+			mustWrite(t, filepath.Join(ws, "m_test.go"), "package m\n\nimport \"testing\"\n\nfunc TestM(t *testing.T) {}\n")
+			if out, err := exec.Command("git", "-C", ws, "init", "-q").CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v: %s", err, out)
+			}
+			script := `git status --short && go test -count=1 ./...`
+			p := Policy{Mode: WorkspaceWrite, Workspace: ws, WritableRoots: []string{cache}}
+			c, err := b.Confine([]string{"bash", "-c", script}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code, out := run(t, c, ws); code != 0 {
+				t.Fatalf("exit %d: %s", code, out)
+			}
+		})
+	}
+}
