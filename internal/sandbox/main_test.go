@@ -18,6 +18,12 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	os.Setenv("TMPDIR", tmp)
+	// Under -race the helper (this binary) would sleep a second at exit
+	// waiting for reports; now that it outlives each command that is a
+	// second per command.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	code := m.Run()
 	os.RemoveAll(tmp)
 	os.Exit(code)
