@@ -20,6 +20,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/cli"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subprocess/proctest"
 )
@@ -29,6 +30,8 @@ var dshBin, fakeACPBin, fakeCodexBin string
 // TestMain builds the real dsh binary once: these tests drive it as a
 // user would, as a subprocess, against the fake model server.
 func TestMain(m *testing.M) {
+	// needSandbox probes the backends with this binary as their helper.
+	sandbox.RunHelperIfRequested()
 	dir, err := os.MkdirTemp("", "dsh-cli-test")
 	if err != nil {
 		panic(err)
