@@ -99,3 +99,15 @@ profile:
 		})
 	}
 }
+
+// A profile's allowed sockets must be clean absolute paths.
+func TestUnixSocketsConfigValidated(t *testing.T) {
+	for _, bad := range []string{"agent.sock", "/run/../run/agent.sock", `""`} {
+		e := newEnv(t)
+		writeFile(t, filepath.Join(e.home, "config.yaml"), "profile:\n  - id: permissions\n    module: permissions\n    config: {unix_sockets: ["+bad+"]}\n", 0o600)
+		_, stderr, code := e.dsh("", "config", "dump")
+		if code != 2 || !strings.Contains(stderr, "unix_sockets: allowed UNIX socket") {
+			t.Errorf("%s: exit %d, %s", bad, code, stderr)
+		}
+	}
+}
