@@ -59,7 +59,7 @@ func SandboxText(st State, workspace string, roots, sockets []string) string {
 		return b.String()
 	case sandbox.ReadOnly:
 		b.WriteString("Shell commands and file tools may read everywhere but write nowhere (only /dev/null). Network access is off. " +
-			"Connecting to a UNIX socket outside the workspace (such as /var/run/docker.sock or an ssh-agent) is refused")
+			"Connecting to a UNIX socket outside the workspace and $TMPDIR (such as /var/run/docker.sock, an ssh-agent, or a tmux or X11 socket in /tmp) is refused")
 		socketsText(&b, sockets)
 	default:
 		fmt.Fprintf(&b, "Shell commands and file tools may read everywhere but write only inside the workspace %s", workspace)
@@ -67,7 +67,7 @@ func SandboxText(st State, workspace string, roots, sockets []string) string {
 			fmt.Fprintf(&b, " and in %s", strings.Join(roots, ", "))
 		}
 		b.WriteString("; writes elsewhere are refused. Network access is off. " +
-			"Connecting to a UNIX socket outside these directories and the temp directories (such as /var/run/docker.sock or an ssh-agent) is refused")
+			"Connecting to a UNIX socket outside these directories and $TMPDIR (such as /var/run/docker.sock, an ssh-agent, or a tmux or X11 socket in /tmp) is refused")
 		socketsText(&b, sockets)
 	}
 	wider := "`workspace-write` (to write in the workspace) or `danger-full-access` (to write anywhere)"

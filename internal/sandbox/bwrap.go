@@ -28,7 +28,9 @@ const probeTimeout = 10 * time.Second
 //     (os.TempDir(), plus /tmp and /var/tmp when present; they are the
 //     host's, so files left there by one command are seen by the next,
 //     as with Landlock). Each root's .git (and a worktree's git dir) is
-//     bound read-only again on top.
+//     bound read-only again on top. TMPDIR is the private scratch
+//     directory (inside os.TempDir()), the one temp area whose UNIX
+//     sockets are reachable.
 //   - read-only: nothing of the host; TMPDIR points at a private scratch
 //     directory, the only writable place. The host's /tmp stays readable
 //     but read-only, because every mode lets commands read everywhere (a
@@ -185,6 +187,9 @@ func bwrapArgs(l layout, network bool) (args, gaps []string) {
 	}
 	if l.scratch != "" {
 		args = append(args, "--bind", l.scratch, l.scratch, "--setenv", "TMPDIR", l.scratch)
+	}
+	if l.tmpdir != "" {
+		args = append(args, "--setenv", "TMPDIR", l.tmpdir)
 	}
 	// Read-only binds come last so they win over the writable ones.
 	for _, g := range l.protected {

@@ -164,6 +164,7 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 	} else {
 		spec.Roots = lay.roots
 		spec.Whole = lay.temps
+		spec.TmpDir = lay.tmpdir
 		spec.Shm = true
 		for _, g := range lay.protected {
 			if looseGit {

@@ -36,18 +36,28 @@ func (g gateSpec) allows(p string) bool {
 }
 
 // newGateSpec builds the gate's allow-list for a resolved layout and the
-// policy's allowed sockets. Read-only mode reaches sockets in the
-// workspace and its scratch dir; workspace-write in every writable root
-// and temp dir. Allowed sockets must be absolute (Policy.validate); they
-// are resolved so that a listed symlink allows its target.
+// policy's allowed sockets: sockets in the workspace, the writable roots
+// (workspace-write) and the private TMPDIR are reachable. The shared temp
+// dirs are not, although workspace-write may write there: host daemons
+// keep their sockets in them (tmux, X11, ssh-agent). Allowed sockets must
+// be absolute (Policy.validate); they are resolved so that a listed
+// symlink allows its target.
 func newGateSpec(l layout, p Policy) (gateSpec, error) {
 	var g gateSpec
-	g.Roots = slices.Concat(l.roots, l.temps)
-	if l.scratch != "" {
-		g.Roots = append(g.Roots, l.scratch)
-		if p.Workspace != "" && filepath.IsAbs(p.Workspace) {
-			if ws, err := resolvePath("/", p.Workspace); err == nil {
-				g.Roots = append(g.Roots, ws)
+	for _, d := range []string{l.scratch, l.tmpdir} {
+		if d != "" {
+			g.Roots = append(g.Roots, d)
+		}
+	}
+	if p.Workspace != "" && filepath.IsAbs(p.Workspace) {
+		if ws, err := resolvePath("/", p.Workspace); err == nil {
+			g.Roots = append(g.Roots, ws)
+			if p.Mode == WorkspaceWrite {
+				for _, r := range p.WritableRoots {
+					if rr, err := resolvePath(ws, r); err == nil {
+						g.Roots = append(g.Roots, rr)
+					}
+				}
 			}
 		}
 	}

@@ -52,9 +52,19 @@ func TestConfineUnixSockets(t *testing.T) {
 				t.Skipf("fixture %s lies in a temp dir, which workspace-write allows", f.root)
 			}
 			src := filepath.Join(f.ws, "src")
+			// A host daemon's socket in the shared /tmp (like tmux's) and
+			// one in the private TMPDIR the sandbox gives commands.
+			shared := serveStream(t, filepath.Join(t.TempDir(), "tmux.sock"))
+			scratch, err := scratchDir()
+			if err != nil {
+				t.Fatal(err)
+			}
+			private := serveStream(t, filepath.Join(scratch, strings.ReplaceAll(t.Name(), "/", "_")+".sock"))
+			t.Cleanup(func() { os.Remove(private.path) })
 			tests := []struct {
 				name    string
 				mode    Mode
+				roots   []string
 				allow   []string
 				network bool
 				dir     string
@@ -62,23 +72,30 @@ func TestConfineUnixSockets(t *testing.T) {
 				ok      bool
 				refused string
 			}{
-				{"ws/outside", WorkspaceWrite, nil, false, "/", []string{"connect", f.outS.path}, false, f.outS.path},
-				{"ro/outside", ReadOnly, nil, false, "/", []string{"connect", f.outS.path}, false, f.outS.path},
-				{"ws/outside with network", WorkspaceWrite, nil, true, "/", []string{"connect", f.outS.path}, false, f.outS.path},
-				{"ws/inside", WorkspaceWrite, nil, false, "/", []string{"connect", f.inS.path}, true, ""},
-				{"ro/inside", ReadOnly, nil, false, "/", []string{"connect", f.inS.path}, true, ""},
-				{"ws/allowed socket", WorkspaceWrite, []string{f.agentS.path}, false, "/", []string{"connect", f.agentS.path}, true, ""},
-				{"ro/allowed dir", ReadOnly, []string{filepath.Dir(f.agentS.path)}, false, "/", []string{"connect", f.agentS.path}, true, ""},
-				{"ws/symlink to outside", WorkspaceWrite, nil, false, "/", []string{"connect", f.link}, false, f.outS.path},
-				{"ro/relative", ReadOnly, nil, false, src, []string{"connect", "s"}, true, ""},
-				{"ws/relative escaping", WorkspaceWrite, nil, false, src, []string{"connect", "../../outside/s"}, false, f.outS.path},
-				{"ws/datagram outside", WorkspaceWrite, nil, false, "/", []string{"sendto", f.outD.path}, false, f.outD.path},
-				{"ro/datagram outside", ReadOnly, nil, false, "/", []string{"sendmsg", f.outD.path}, false, f.outD.path},
-				{"danger/outside", DangerFullAccess, nil, false, "/", []string{"connect", f.outS.path}, true, ""},
+				{"ws/outside", WorkspaceWrite, nil, nil, false, "/", []string{"connect", f.outS.path}, false, f.outS.path},
+				{"ro/outside", ReadOnly, nil, nil, false, "/", []string{"connect", f.outS.path}, false, f.outS.path},
+				{"ws/outside with network", WorkspaceWrite, nil, nil, true, "/", []string{"connect", f.outS.path}, false, f.outS.path},
+				{"ws/inside", WorkspaceWrite, nil, nil, false, "/", []string{"connect", f.inS.path}, true, ""},
+				{"ro/inside", ReadOnly, nil, nil, false, "/", []string{"connect", f.inS.path}, true, ""},
+				{"ws/allowed socket", WorkspaceWrite, nil, []string{f.agentS.path}, false, "/", []string{"connect", f.agentS.path}, true, ""},
+				{"ro/allowed dir", ReadOnly, nil, []string{filepath.Dir(f.agentS.path)}, false, "/", []string{"connect", f.agentS.path}, true, ""},
+				{"ws/symlink to outside", WorkspaceWrite, nil, nil, false, "/", []string{"connect", f.link}, false, f.outS.path},
+				{"ro/relative", ReadOnly, nil, nil, false, src, []string{"connect", "s"}, true, ""},
+				{"ws/relative escaping", WorkspaceWrite, nil, nil, false, src, []string{"connect", "../../outside/s"}, false, f.outS.path},
+				{"ws/datagram outside", WorkspaceWrite, nil, nil, false, "/", []string{"sendto", f.outD.path}, false, f.outD.path},
+				{"ro/datagram outside", ReadOnly, nil, nil, false, "/", []string{"sendmsg", f.outD.path}, false, f.outD.path},
+				{"ws/writable root", WorkspaceWrite, []string{filepath.Dir(f.agentS.path)}, nil, false, "/", []string{"connect", f.agentS.path}, true, ""},
+				{"ro/writable root does not count", ReadOnly, []string{filepath.Dir(f.agentS.path)}, nil, false, "/", []string{"connect", f.agentS.path}, false, f.agentS.path},
+				{"ws/shared temp dir", WorkspaceWrite, nil, nil, false, "/", []string{"connect", shared.path}, false, shared.path},
+				{"ws/private TMPDIR", WorkspaceWrite, nil, nil, false, "/", []string{"connect", private.path}, true, ""},
+				{"ro/private TMPDIR", ReadOnly, nil, nil, false, "/", []string{"connect", private.path}, true, ""},
+				{"ws/socket in TMPDIR", WorkspaceWrite, nil, nil, false, "/", []string{"selfconnect"}, true, ""},
+				{"ro/socket in TMPDIR", ReadOnly, nil, nil, false, "/", []string{"selfconnect"}, true, ""},
+				{"danger/outside", DangerFullAccess, nil, nil, false, "/", []string{"connect", f.outS.path}, true, ""},
 			}
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
-					p := Policy{Mode: tc.mode, Workspace: f.ws, UnixSockets: tc.allow, Network: tc.network}
+					p := Policy{Mode: tc.mode, Workspace: f.ws, WritableRoots: tc.roots, UnixSockets: tc.allow, Network: tc.network}
 					c, err := b.Confine(append([]string{self, gateClientArg}, tc.args...), p)
 					if err != nil {
 						t.Fatal(err)

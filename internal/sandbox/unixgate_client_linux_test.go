@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -120,6 +121,21 @@ func clientOp(op string, args []string) (string, error) {
 			return "", err
 		}
 		return race(args[0], args[1], n)
+	case "selfconnect":
+		// What a test suite does with t.TempDir(): a server and a
+		// client on a socket under $TMPDIR.
+		path := filepath.Join(os.TempDir(), "self-"+strconv.Itoa(os.Getpid())+".sock")
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return "", err
+		}
+		defer ln.Close()
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			return "", err
+		}
+		c.Close()
+		return "ok " + filepath.Dir(path), nil
 	case "loop":
 		if err := need(2); err != nil {
 			return "", err

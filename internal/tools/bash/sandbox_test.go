@@ -111,7 +111,7 @@ func TestSandboxedRun(t *testing.T) {
 			policy: ro, denied: deniedBy("Permission denied")}, "docker ps",
 			sandbox.SocketDeniedPrefix + "/var/run/docker.sock\nPermissionError: [Errno 13] Permission denied\n\n[exit code: 1]\n" +
 				"[sandbox: socket access denied — connecting to the UNIX socket /var/run/docker.sock is not allowed in read-only mode: " +
-				"only sockets inside the workspace, the writable roots, the temp directories and those the profile allows are reachable]",
+				"only sockets inside the workspace, the writable roots, $TMPDIR and those the profile allows are reachable]",
 			true, "read-only"},
 		{"not denied", fakeSandbox{policy: ws, denied: deniedBy("Read-only file system")}, "echo fine",
 			"fine\n\n[exit code: 0]", false, "workspace-write"},
