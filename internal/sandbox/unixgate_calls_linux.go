@@ -174,10 +174,25 @@ func (gs *gate) connect(c callerCtx, sock int, addr, addrlen uint64) (int64, uni
 	if len(sa) > 0 {
 		p = unsafe.Pointer(&sa[0])
 	}
-	if _, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(sock), uintptr(p), uintptr(len(sa))); e != 0 {
-		return 0, e
+	_, e := gs.syscall(abstractAddr(sa), unix.SYS_CONNECT, sock, p, uintptr(len(sa)))
+	return 0, e
+}
+
+// syscall makes a call nr(fd, p, n) for the caller: on the confining
+// thread when its address is abstract (Landlock scopes those to the
+// command's domain), else here. p stays a pointer until the syscall
+// itself, so that what it points to is kept alive and not moved.
+func (gs *gate) syscall(abstract bool, nr uintptr, fd int, p unsafe.Pointer, n uintptr) (uintptr, unix.Errno) {
+	if abstract && gs.confined != nil {
+		return gs.confined.do(confinedCall{nr: nr, fd: fd, p: p, n: n})
 	}
-	return 0, 0
+	r, _, e := unix.Syscall(nr, uintptr(fd), uintptr(p), n)
+	return r, e
+}
+
+// abstractAddr reports whether sa is an abstract UNIX address.
+func abstractAddr(sa []byte) bool {
+	return len(sa) > 2 && binary.NativeEndian.Uint16(sa) == unix.AF_UNIX && sa[2] == 0
 }
 
 // checkAddr passes every address through unchanged except a pathname
@@ -234,6 +249,11 @@ func (gs *gate) resolve(c callerCtx, path string) (int, unix.Errno) {
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_MAGICLINKS,
 	})
+	if err == nil && !gs.valid(c.id) {
+		// The pid named another process by the time its root was read.
+		unix.Close(fd)
+		return -1, unix.ESRCH
+	}
 	if err != nil {
 		if err == unix.ELOOP {
 			// A magic link (/proc/self/fd/N) would name our own files.

@@ -136,6 +136,20 @@ func clientOp(op string, args []string) (string, error) {
 		}
 		c.Close()
 		return "ok " + filepath.Dir(path), nil
+	case "selfabstract":
+		// An abstract server and client inside the sandbox.
+		name := "@dsh-gate-test-" + strconv.Itoa(os.Getpid())
+		ln, err := net.Listen("unix", name)
+		if err != nil {
+			return "", err
+		}
+		defer ln.Close()
+		c, err := net.Dial("unix", name)
+		if err != nil {
+			return "", err
+		}
+		c.Close()
+		return "ok", nil
 	case "loop":
 		if err := need(2); err != nil {
 			return "", err

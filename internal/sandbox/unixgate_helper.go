@@ -40,7 +40,7 @@ func runGated(spec helperSpec, path string, argv, env []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- serveUnixGate(ctx, child.listener, *spec.Gate, func(p string) {
+		served <- serveUnixGate(ctx, child, *spec.Gate, func(p string) {
 			fmt.Fprintf(os.Stderr, "%s%s\n", SocketDeniedPrefix, p)
 		})
 	}()

@@ -136,8 +136,15 @@ func installUnixGate() (int, error) {
 		return -1, fmt.Errorf("no_new_privs: %w", err)
 	}
 	prog := unix.SockFprog{Len: uint16(len(ins)), Filter: &ins[0]}
+	// Once the supervisor has received a call, only a fatal signal may
+	// interrupt the caller (Linux 5.19): a call interrupted and restarted
+	// after the supervisor made it would connect or send twice.
 	fd, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER|unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, uintptr(unsafe.Pointer(&prog)))
+	if e == unix.EINVAL {
+		fd, _, e = unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+			unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+	}
 	if e != 0 {
 		return -1, fmt.Errorf("seccomp user notification filter: %w", e)
 	}
@@ -182,49 +189,95 @@ type gatedStart struct {
 	confine func() error
 }
 
-// gatedChild is a command started under the gate: its pid and the
-// listener to serve. The exit status arrives on done once the command
-// has been reaped.
+// gatedChild is a command started under the gate: its pid, the listener
+// to serve and the confining thread. The exit status arrives on done
+// once the command has been reaped.
 type gatedChild struct {
 	pid      int
 	listener int
 	done     <-chan syscall.WaitStatus
+	// confined runs calls on the confining thread.
+	confined *confinedThread
+}
+
+// confinedThread runs raw syscalls on the thread that confined itself
+// and forked the command, so that they are made inside the command's
+// Landlock domain: an abstract UNIX address is scoped to that domain,
+// and the supervisor's own threads are not in it. The thread is under
+// the gate's filter too; its calls come back as notifications from tid,
+// which the supervisor lets through unchanged (the command cannot write
+// this process's memory or descriptors, so nothing can race them).
+type confinedThread struct {
+	tid   int
+	calls chan confinedCall
+	gone  chan struct{} // closed when the thread stops taking calls
+}
+
+// confinedCall is nr(fd, p, n): connect or sendmsg.
+type confinedCall struct {
+	nr  uintptr
+	fd  int
+	p   unsafe.Pointer
+	n   uintptr
+	res chan confinedResult
+}
+
+type confinedResult struct {
+	r     uintptr
+	errno unix.Errno
+}
+
+// do runs one call on the thread; calls are serialised, so only rare
+// ones (abstract addresses) go there.
+func (ct *confinedThread) do(c confinedCall) (uintptr, unix.Errno) {
+	c.res = make(chan confinedResult, 1)
+	select {
+	case ct.calls <- c:
+	case <-ct.gone:
+		return 0, unix.ESRCH
+	}
+	r := <-c.res
+	return r.r, r.errno
 }
 
 // forkGated starts the command from a new locked thread that confines
 // itself, installs the gate and forks; seccomp filters and Landlock
 // domains are per thread and inherited by the child. That thread then
-// waits for the child and never runs anything else (its goroutine ends
-// while locked, so the runtime retires it): the command gets Pdeathsig
-// from a thread that lives exactly as long as it, and the threads that
-// serve the gate stay unconfined.
+// only serves confinedThread calls until the command has been reaped,
+// and its goroutine ends while locked, so the runtime retires it: the
+// command gets Pdeathsig from a thread that lives as long as it, and the
+// threads that serve the gate stay outside its confinement.
 func forkGated(s gatedStart) (gatedChild, error) {
-	type started struct {
-		pid, fd int
-		err     error
-	}
 	// Non-dumpable: a command of the same user cannot ptrace the helper
 	// or open its /proc files (exec makes the command dumpable again).
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return gatedChild{}, fmt.Errorf("PR_SET_DUMPABLE: %w", err)
 	}
+	type started struct {
+		pid, fd, tid int
+		err          error
+	}
 	ch := make(chan started, 1)
 	done := make(chan syscall.WaitStatus, 1)
+	ct := &confinedThread{calls: make(chan confinedCall), gone: make(chan struct{})}
+	reaped := make(chan struct{})
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		defer close(ct.gone)
+		fail := func(err error) { ch <- started{err: err} }
 		if s.confine != nil {
 			if err := s.confine(); err != nil {
-				ch <- started{err: err}
+				fail(err)
 				return
 			}
 		}
 		if err := dropPtrace(); err != nil {
-			ch <- started{err: err}
+			fail(err)
 			return
 		}
 		fd, err := installUnixGate()
 		if err != nil {
-			ch <- started{err: err}
+			fail(err)
 			return
 		}
 		files := s.files
@@ -237,32 +290,57 @@ func forkGated(s gatedStart) (gatedChild, error) {
 		})
 		if err != nil {
 			unix.Close(fd)
-			ch <- started{err: fmt.Errorf("exec %s: %w", s.path, err)}
+			fail(fmt.Errorf("exec %s: %w", s.path, err))
 			return
 		}
-		ch <- started{pid: pid, fd: fd}
-		var ws syscall.WaitStatus
+		ch <- started{pid: pid, fd: fd, tid: unix.Gettid()}
 		for {
-			_, err := syscall.Wait4(pid, &ws, 0, nil)
-			if !errors.Is(err, syscall.EINTR) {
-				break
+			select {
+			case c := <-ct.calls:
+				r, _, e := unix.Syscall(c.nr, uintptr(c.fd), uintptr(c.p), c.n)
+				c.res <- confinedResult{r, e}
+			case <-reaped:
+				return
 			}
 		}
-		done <- ws
 	}()
 	r := <-ch
 	if r.err != nil {
 		return gatedChild{}, r.err
 	}
-	return gatedChild{pid: r.pid, listener: r.fd, done: done}, nil
+	ct.tid = r.tid
+	go func() {
+		// Any thread of the process may reap the child.
+		var ws syscall.WaitStatus
+		for {
+			_, err := syscall.Wait4(r.pid, &ws, 0, nil)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		close(reaped)
+		done <- ws
+	}()
+	return gatedChild{pid: r.pid, listener: r.fd, done: done, confined: ct}, nil
 }
 
-// serveUnixGate answers the listener's notifications until ctx ends or
-// no task uses the filter any more, then waits for the calls in flight
-// and closes the listener. Each call is handled on its own goroutine, so
-// a connect that blocks (a full backlog) holds up only its caller.
-func serveUnixGate(ctx context.Context, listener int, g gateSpec, report func(path string)) error {
-	defer unix.Close(listener)
+// serveUnixGate answers the child's notifications until ctx ends or no
+// task uses the filter any more. Each call is handled on its own
+// goroutine, so a connect that blocks (a full backlog) holds up only its
+// caller; serveUnixGate does not wait for such calls, which can block
+// for as long as their peer wants: the last one to finish closes the
+// listener.
+func serveUnixGate(ctx context.Context, child gatedChild, g gateSpec, report func(path string)) error {
+	listener := child.listener
+	var wg sync.WaitGroup
+	wg.Add(1) // the loop's own reference to the listener
+	defer func() {
+		wg.Done()
+		go func() {
+			wg.Wait()
+			unix.Close(listener)
+		}()
+	}()
 	var stop [2]int
 	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC); err != nil {
 		return fmt.Errorf("unix gate: %w", err)
@@ -278,13 +356,11 @@ func serveUnixGate(ctx context.Context, listener int, g gateSpec, report func(pa
 		}
 		unix.Close(stop[1])
 	}()
-	var wg sync.WaitGroup
 	defer func() {
 		close(quit)
 		<-watcher
-		wg.Wait()
 	}()
-	gs := &gate{listener: listener, spec: g, report: report}
+	gs := &gate{listener: listener, spec: g, report: report, confined: child.confined}
 	for {
 		fds := []unix.PollFd{{Fd: int32(listener), Events: unix.POLLIN}, {Fd: int32(stop[0]), Events: unix.POLLIN}}
 		if _, err := unix.Poll(fds, -1); err != nil {
@@ -329,6 +405,9 @@ func ioctlPtr(fd int, req uint, p unsafe.Pointer) error {
 type gate struct {
 	listener int
 	spec     gateSpec
+	// confined makes calls inside the command's confinement; nil runs
+	// them on the supervisor's thread (tests of the gate alone).
+	confined *confinedThread
 	// report is told the path of each refused socket; nil for none.
 	report func(path string)
 }
@@ -336,6 +415,12 @@ type gate struct {
 // answer performs the notified call and sends its result. A caller that
 // died in the meantime makes SEND fail with ENOENT, which is ignored.
 func (gs *gate) answer(n *seccompNotif) {
+	if gs.confined != nil && int(n.Pid) == gs.confined.tid {
+		// One of our own calls on the confining thread (confinedThread).
+		resp := seccompNotifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		_ = ioctlPtr(gs.listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
+		return
+	}
 	val, errno := gs.perform(n)
 	resp := seccompNotifResp{ID: n.ID, Val: val}
 	if errno != 0 {

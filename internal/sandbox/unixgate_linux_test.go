@@ -168,7 +168,7 @@ func gateRun(t testing.TB, g gateSpec, dir string, args ...string) (int, string,
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() {
-		served <- serveUnixGate(ctx, child.listener, g, func(p string) {
+		served <- serveUnixGate(ctx, child, g, func(p string) {
 			mu.Lock()
 			refused = append(refused, p)
 			mu.Unlock()
@@ -192,6 +192,7 @@ type gateFixture struct {
 	inS, outS        *sockServer
 	inD, outD        *sockServer
 	allowedS         *sockServer
+	abstract         *sockServer
 	spec             gateSpec
 	allowedDir, link string
 }
@@ -211,6 +212,7 @@ func newGateFixture(t testing.TB) gateFixture {
 	f.inD = serveDgram(t, filepath.Join(f.in, "d"))
 	f.outD = serveDgram(t, filepath.Join(f.out, "d"))
 	f.allowedS = serveStream(t, filepath.Join(f.allowedDir, "sock"))
+	f.abstract = serveStream(t, "@dsh-gate-test-"+filepath.Base(root)+strings.ReplaceAll(t.Name(), "/", "_"))
 	f.link = filepath.Join(f.in, "link")
 	if err := os.Symlink(f.outS.path, f.link); err != nil {
 		t.Fatal(err)
@@ -247,6 +249,8 @@ func TestUnixGate(t *testing.T) {
 		{"sendmmsg outside", "/", []string{"sendmmsg", f.outD.path}, false, f.outD.path, f.outD, nil},
 		{"descriptor passing", "/", []string{"rights", f.inS.path}, true, "", f.inS, []string{"fd:piped"}},
 		{"tcp", "/", []string{"tcp", port}, true, "", nil, nil},
+		{"abstract passes", "/", []string{"abstract", f.abstract.path[1:]}, true, "", f.abstract, []string{"hello"}},
+		{"abstract inside", "/", []string{"selfabstract"}, true, "", nil, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

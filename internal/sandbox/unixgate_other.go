@@ -23,11 +23,10 @@ type gatedStart struct {
 }
 
 type gatedChild struct {
-	pid      int
-	listener int
-	done     <-chan syscall.WaitStatus
+	pid  int
+	done <-chan syscall.WaitStatus
 }
 
 func forkGated(gatedStart) (gatedChild, error) { return gatedChild{}, errNoGate }
 
-func serveUnixGate(context.Context, int, gateSpec, func(string)) error { return errNoGate }
+func serveUnixGate(context.Context, gatedChild, gateSpec, func(string)) error { return errNoGate }

@@ -133,7 +133,7 @@ func (gs *gate) send(c callerCtx, sock int, m *gateMsg) (int64, unix.Errno) {
 	if len(control) > 0 {
 		h.Control, h.Controllen = &control[0], uint64(len(control))
 	}
-	n, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(sock), uintptr(unsafe.Pointer(&h)), uintptr(m.flags|unix.MSG_NOSIGNAL))
+	n, e := gs.syscall(abstractAddr(name), unix.SYS_SENDMSG, sock, unsafe.Pointer(&h), uintptr(m.flags|unix.MSG_NOSIGNAL))
 	if e != 0 {
 		if e == unix.EPIPE && m.flags&unix.MSG_NOSIGNAL == 0 {
 			// What the kernel would have done to the caller.
