@@ -3,10 +3,13 @@
 package sandbox
 
 import (
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -156,6 +159,55 @@ func TestConfineToolsUnderGate(t *testing.T) {
 			}
 			if code, out := run(t, c, ws); code != 0 {
 				t.Fatalf("exit %d: %s", code, out)
+			}
+		})
+	}
+}
+
+// The helper that serves the gate stands in for the command it used to
+// exec: the exit code, a death by signal and inherited descriptors come
+// through unchanged.
+func TestGatedHelperIsTransparent(t *testing.T) {
+	requireBash(t)
+	requireGate(t)
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			confine := func(script string) *exec.Cmd {
+				c, err := b.Confine([]string{"bash", "-c", script}, Policy{Mode: ReadOnly})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return exec.Command(c.Argv[0], c.Argv[1:]...)
+			}
+			var ee *exec.ExitError
+			if err := confine("exit 7").Run(); !errors.As(err, &ee) || ee.ExitCode() != 7 {
+				t.Errorf("exit 7: %v", err)
+			}
+			err := confine("kill -KILL $$").Run()
+			killed := errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL
+			if b.Name() == "bwrap" {
+				// bubblewrap's own init reports a death by signal as 128+n.
+				killed = errors.As(err, &ee) && ee.ExitCode() == 128+int(syscall.SIGKILL)
+			}
+			if !killed {
+				t.Errorf("kill -KILL $$: %v", err)
+			}
+			if b.Name() != "landlock" {
+				return // bubblewrap decides itself which descriptors go in
+			}
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			cmd := confine("echo through-fd3 >&3")
+			cmd.ExtraFiles = []*os.File{w}
+			err = cmd.Run()
+			w.Close()
+			out, _ := io.ReadAll(r)
+			if err != nil || string(out) != "through-fd3\n" {
+				t.Errorf("fd 3: %v, read %q", err, out)
 			}
 		})
 	}

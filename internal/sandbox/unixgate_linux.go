@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -282,7 +284,7 @@ func forkGated(s gatedStart) (gatedChild, error) {
 		}
 		files := s.files
 		if files == nil {
-			files = []uintptr{0, 1, 2}
+			files = inheritedFiles()
 		}
 		pid, err := syscall.ForkExec(s.path, s.argv, &syscall.ProcAttr{
 			Dir: s.dir, Env: s.env, Files: files,
@@ -322,6 +324,32 @@ func forkGated(s gatedStart) (gatedChild, error) {
 		done <- ws
 	}()
 	return gatedChild{pid: r.pid, listener: r.fd, done: done, confined: ct}, nil
+}
+
+// inheritedFiles lists the descriptors the helper would have handed to
+// the command by exec'ing it: 0, 1, 2 and every other one without
+// FD_CLOEXEC (the runtime's own are all close-on-exec), in place.
+func inheritedFiles() []uintptr {
+	files := []uintptr{0, 1, 2}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return files
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		for len(files) <= fd {
+			files = append(files, ^uintptr(0)) // -1: closed in the child
+		}
+		files[fd] = uintptr(fd)
+	}
+	return files
 }
 
 // serveUnixGate answers the child's notifications until ctx ends or no

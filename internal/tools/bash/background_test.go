@@ -340,6 +340,11 @@ func TestBackgroundWrapperFailureIsOutput(t *testing.T) {
 // re-executes os.Executable().
 func TestMain(m *testing.M) {
 	sandbox.RunHelperIfRequested()
+	// Under -race the helper (this binary), which now outlives each
+	// command, would sleep a second at exit waiting for reports.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	os.Exit(m.Run())
 }
 
