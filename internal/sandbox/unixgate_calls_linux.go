@@ -60,13 +60,13 @@ func (gs *gate) perform(n *seccompNotif) (int64, unix.Errno) {
 	defer unix.Close(sock)
 	switch int(n.Nr) {
 	case unix.SYS_CONNECT:
-		return gs.connect(c, sock, n.Args[1], n.Args[2])
+		return gs.connect(c, sock, n.Args[1], int32(n.Args[2]))
 	case unix.SYS_SENDTO:
 		m := gateMsg{flags: int(int32(n.Args[3]))}
 		if errno := gs.readData(c, &m, []remoteIov{{n.Args[1], n.Args[2]}}); errno != 0 {
 			return 0, errno
 		}
-		if errno := gs.readName(c, &m, n.Args[4], uint64(uint32(n.Args[5]))); errno != 0 {
+		if errno := gs.readName(c, &m, n.Args[4], int32(n.Args[5])); errno != 0 {
 			return 0, errno
 		}
 		return gs.send(c, sock, &m)
@@ -157,11 +157,13 @@ func (gs *gate) readMem(c callerCtx, iovs []remoteIov, n int) ([]byte, unix.Errn
 }
 
 // connect performs connect(2) on the caller's socket.
-func (gs *gate) connect(c callerCtx, sock int, addr, addrlen uint64) (int64, unix.Errno) {
-	if addrlen > sockaddrMax {
+func (gs *gate) connect(c callerCtx, sock int, addr uint64, addrlen int32) (int64, unix.Errno) {
+	// The kernel takes addrlen as an int: the register's upper half is
+	// ignored.
+	if addrlen < 0 || addrlen > sockaddrMax {
 		return 0, unix.EINVAL
 	}
-	sa, errno := gs.readMem(c, []remoteIov{{addr, addrlen}}, int(addrlen))
+	sa, errno := gs.readMem(c, []remoteIov{{addr, uint64(addrlen)}}, int(addrlen))
 	if errno != 0 {
 		return 0, errno
 	}

@@ -44,15 +44,16 @@ func (gs *gate) readData(c callerCtx, m *gateMsg, iovs []remoteIov) unix.Errno {
 	return errno
 }
 
-// readName copies a destination address.
-func (gs *gate) readName(c callerCtx, m *gateMsg, addr, n uint64) unix.Errno {
+// readName copies a destination address (sendto's addrlen is an int;
+// one over sockaddrMax is refused).
+func (gs *gate) readName(c callerCtx, m *gateMsg, addr uint64, n int32) unix.Errno {
 	if addr == 0 || n == 0 {
 		return 0
 	}
-	if n > sockaddrMax {
+	if n < 0 || n > sockaddrMax {
 		return unix.EINVAL
 	}
-	b, errno := gs.readMem(c, []remoteIov{{addr, n}}, int(n))
+	b, errno := gs.readMem(c, []remoteIov{{addr, uint64(n)}}, int(n))
 	m.name = b
 	return errno
 }
@@ -64,7 +65,10 @@ func (gs *gate) readMsghdr(c callerCtx, m *gateMsg, addr uint64) unix.Errno {
 		return errno
 	}
 	le := binary.NativeEndian
-	name, namelen := le.Uint64(h[0:]), uint64(le.Uint32(h[8:]))
+	name, namelen := le.Uint64(h[0:]), int32(le.Uint32(h[8:]))
+	if name != 0 && namelen > sockaddrMax {
+		namelen = sockaddrMax // as the kernel's copy_msghdr_from_user does
+	}
 	iov, iovlen := le.Uint64(h[16:]), le.Uint64(h[24:])
 	ctl, ctllen := le.Uint64(h[32:]), le.Uint64(h[40:])
 	if iovlen > maxGateIov {
