@@ -39,13 +39,17 @@ const (
 // Landlock confines commands with Landlock (filesystem), seccomp
 // (network, TIOCSTI) and no_new_privs, without namespaces, so it works in
 // containers where bubblewrap does not. Go's os/exec has no pre-exec hook,
-// so Confine re-executes this binary as a helper that restricts itself
-// and then execs the command; main must call RunHelperIfRequested first
-// thing.
+// so Confine re-executes this binary as a helper that restricts a thread
+// and starts the command from it; main must call RunHelperIfRequested
+// first thing. The helper stays to serve the UNIX socket gate
+// (unixgate.go) until the command exits, then exits the same way; where
+// the kernel cannot run the gate it execs the command instead and
+// Confine reports the gap.
 //
 // Landlock is an allow-list: reads and execution everywhere; writes in
 // the writable roots, the temp dirs (workspace-write) or the private
-// scratch TMPDIR (read-only); writing to /dev/null, /dev/tty and
+// scratch TMPDIR (read-only; workspace-write's TMPDIR is that directory
+// too); writing to /dev/null, /dev/tty and
 // /dev/pts. It cannot subtract a .git from a grant on its parent, so a
 // writable root holding .git (or a worktree's git dir) is granted piece
 // by piece: every entry except the git metadata, recursively along the
@@ -59,11 +63,15 @@ const (
 // With ABI ≥ 6, signals to processes outside the command's own sandbox
 // (dsh itself, the user's other processes, background jobs of earlier
 // commands) are refused, and so, without network, are abstract UNIX
-// sockets; host processes stay visible. Gaps reported as
-// Partial: no truncate right (ABI < 3), no seccomp for this
-// architecture, .git inside a temp dir (temp dirs are granted whole:
-// carving them would break mktemp), LooseGit. Before ABI 2, moving files
-// between directories is always refused.
+// sockets; host processes stay visible. Pathname UNIX sockets outside
+// the workspace, the writable roots, TMPDIR and Policy.UnixSockets are
+// refused by the gate in every mode but danger-full-access (Landlock
+// itself covers them only from ABI 9). Gaps reported as Partial: no
+// truncate right (ABI < 3), no seccomp for this architecture, no
+// socket gate (seccomp user notification or pidfd_getfd missing), .git
+// inside a temp dir (temp dirs are granted whole: carving them would
+// break mktemp), LooseGit. Before ABI 2, moving files between
+// directories is always refused.
 type Landlock struct {
 	self string
 

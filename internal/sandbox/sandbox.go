@@ -2,8 +2,10 @@
 // session's sandbox mode allows, and fences in-process writes the same
 // way.
 //
-// Modes fence writes (and network): commands still run and may read
-// everywhere in every mode. A backend that cannot confine is never
+// Modes fence writes, network and host UNIX sockets: commands still run
+// and may read everywhere in every mode, but connect only to the UNIX
+// sockets of their workspace, writable roots and TMPDIR, plus those a
+// policy allows (unixgate.go). A backend that cannot confine is never
 // bypassed silently: Confine fails with SANDBOX_UNAVAILABLE.
 package sandbox
 
