@@ -212,3 +212,39 @@ func TestGatedHelperIsTransparent(t *testing.T) {
 		})
 	}
 }
+
+// A double-forked process of the command is still served (the helper is
+// its subreaper, so it stays a descendant) and still refused outside.
+func TestGateServesOrphans(t *testing.T) {
+	requireBash(t)
+	requireGate(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			f := newSocketFixture(t)
+			if !f.outsideTemp {
+				t.Skipf("fixture %s lies in a temp dir", f.root)
+			}
+			// The orphan reports through a FIFO that the command reads,
+			// so the command outlives it.
+			script := `fifo="$WS/src/fifo" && mkfifo "$fifo" && ` +
+				`( ( "$SELF" ` + gateClientArg + ` connect "$IN"; "$SELF" ` + gateClientArg + ` connect "$OUT" ) > "$fifo" 2>&1 & ) && cat "$fifo"`
+			c, err := b.Confine([]string{"bash", "-c", script}, Policy{Mode: WorkspaceWrite, Workspace: f.ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out := run(t, c, f.ws, "SELF="+self, "WS="+f.ws, "IN="+f.inS.path, "OUT="+f.outS.path)
+			if code != 0 || !strings.HasPrefix(out, "ok\n") || !strings.Contains(out, "EACCES") {
+				t.Fatalf("exit %d, output %q; want the orphan connected inside and refused outside", code, out)
+			}
+			f.inS.wait(1)
+			if got := f.outS.got(); len(got) != 0 {
+				t.Fatalf("outside server reached: %q", got)
+			}
+		})
+	}
+}

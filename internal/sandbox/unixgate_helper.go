@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // runGated is the helper's path when its spec carries a gate: instead of
@@ -28,6 +30,11 @@ func runGated(spec helperSpec, path string, argv, env []string) int {
 		}
 	}()
 
+	// Orphans of the command (double forks) are reparented here rather
+	// than to init, so they stay this process's descendants: under Yama
+	// ptrace_scope 1, pidfd_getfd on a non-descendant fails, and their
+	// sockets could not be served.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	start := gatedStart{path: path, argv: argv, env: env}
 	if !spec.GateOnly {
 		start.confine = func() error { return restrictSelf(spec) }
