@@ -248,3 +248,37 @@ func TestGateServesOrphans(t *testing.T) {
 		})
 	}
 }
+
+// A command running as root loses the capabilities that would undo the
+// sandbox from below: mounting (bwrap leaves root CAP_SYS_ADMIN, enough
+// to remount the host root read-write or bind an outside socket into the
+// workspace) and device nodes.
+func TestGatedCommandLosesHostCaps(t *testing.T) {
+	requireBash(t)
+	requireGate(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only root holds these capabilities")
+	}
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			f := newFixture(t)
+			for _, script := range []string{
+				`mount -o remount,bind,rw /`,
+				`mount --bind "$OUTSIDE" "$WS/src"`,
+				`mknod "$WS/src/null" c 1 3`,
+			} {
+				c, err := b.Confine([]string{"bash", "-c", script}, Policy{Mode: WorkspaceWrite, Workspace: f.ws})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if code, out := run(t, c, f.ws, "WS="+f.ws, "OUTSIDE="+f.outside); code == 0 {
+					t.Errorf("%s succeeded: %s", script, out)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(f.ws, "src", "null")); err == nil {
+				t.Error("a device node was made in the workspace")
+			}
+		})
+	}
+}

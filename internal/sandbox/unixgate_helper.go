@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -23,7 +25,9 @@ import (
 // catches them so that it outlives the command and reports its status.
 func runGated(spec helperSpec, path string, argv, env []string) int {
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	// SIGPIPE too: a refusal written to a closed stderr must not kill
+	// the helper (the write just fails).
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 	go func() {
 		for range sigs {
@@ -48,6 +52,9 @@ func runGated(spec helperSpec, path string, argv, env []string) int {
 	served := make(chan error, 1)
 	go func() {
 		served <- serveUnixGate(ctx, child, *spec.Gate, func(p string) {
+			if strings.ContainsAny(p, "\n\r") {
+				p = strconv.Quote(p) // one line, whatever the command named
+			}
 			fmt.Fprintf(os.Stderr, "%s%s\n", SocketDeniedPrefix, p)
 		})
 	}()

@@ -153,25 +153,43 @@ func installUnixGate() (int, error) {
 	return int(fd), nil
 }
 
-// dropPtrace removes CAP_SYS_PTRACE from the calling thread (and so from
-// what it forks): a command running as root could otherwise attach to
-// the helper, whose other threads serve the gate unconfined. Together
-// with the helper being non-dumpable this keeps the command out of it.
-func dropPtrace() error {
-	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_PTRACE, 0, 0, 0); err != nil && !errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("drop CAP_SYS_PTRACE from the bounding set: %w", err)
-	}
-	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, unix.CAP_SYS_PTRACE, 0, 0)
+// hostCaps are the capabilities a command running as root loses under the
+// gate. Some would undo the gate itself: CAP_SYS_PTRACE attaches to the
+// helper, whose other threads serve the gate unconfined (with the helper
+// non-dumpable, nothing else reaches into it); CAP_SYS_ADMIN mounts an
+// outside directory (or the host root read-write) inside the workspace
+// under bubblewrap. The others reach the host below any file rule: device
+// nodes (CAP_MKNOD: a raw disk in the workspace), kernel modules, raw
+// I/O, BPF and perf, network configuration, reboot and the clock. Code
+// building and testing needs none of them.
+var hostCaps = []uintptr{
+	unix.CAP_SYS_PTRACE, unix.CAP_SYS_ADMIN, unix.CAP_MKNOD, unix.CAP_SYS_MODULE,
+	unix.CAP_SYS_RAWIO, unix.CAP_BPF, unix.CAP_PERFMON, unix.CAP_NET_ADMIN,
+	unix.CAP_SYS_BOOT, unix.CAP_SYS_TIME,
+}
+
+// dropHostCaps removes hostCaps from the calling thread (and so from what
+// it forks): from the bounding set, so that a setuid program cannot
+// bring them back, and from the effective, permitted, inheritable and
+// ambient sets. Without CAP_SETPCAP (not root) the bounding set stays,
+// and nothing is held anyway.
+func dropHostCaps() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capget: %w", err)
 	}
-	const bit = uint32(1) << (unix.CAP_SYS_PTRACE % 32)
-	w := unix.CAP_SYS_PTRACE / 32
-	data[w].Effective &^= bit
-	data[w].Permitted &^= bit
-	data[w].Inheritable &^= bit
+	for _, c := range hostCaps {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+		_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, c, 0, 0)
+		bit := uint32(1) << (c % 32)
+		w := c / 32
+		data[w].Effective &^= bit
+		data[w].Permitted &^= bit
+		data[w].Inheritable &^= bit
+	}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
 	}
@@ -273,7 +291,7 @@ func forkGated(s gatedStart) (gatedChild, error) {
 				return
 			}
 		}
-		if err := dropPtrace(); err != nil {
+		if err := dropHostCaps(); err != nil {
 			fail(err)
 			return
 		}
