@@ -282,3 +282,36 @@ func TestGatedCommandLosesHostCaps(t *testing.T) {
 		})
 	}
 }
+
+// A command cannot give an outside socket a name inside the workspace:
+// a hard link crosses a mount (bwrap) or gains rights (Landlock), and a
+// rename needs write access to the outside directory.
+func TestGateOutsideSocketCannotBeRenamedIn(t *testing.T) {
+	requireBash(t)
+	requireGate(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			f := newSocketFixture(t)
+			if !f.outsideTemp {
+				t.Skipf("fixture %s lies in a temp dir", f.root)
+			}
+			script := `ln "$OUT" "$WS/src/hl" || mv "$OUT" "$WS/src/hl"; "$SELF" ` + gateClientArg + ` connect "$WS/src/hl"`
+			c, err := b.Confine([]string{"bash", "-c", script}, Policy{Mode: WorkspaceWrite, Workspace: f.ws})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out := run(t, c, f.ws, "SELF="+self, "WS="+f.ws, "OUT="+f.outS.path)
+			if code == 0 || len(f.outS.got()) != 0 {
+				t.Fatalf("exit %d, output %q: the outside socket was reached through the workspace", code, out)
+			}
+			if _, err := os.Stat(f.outS.path); err != nil {
+				t.Fatalf("the outside socket was moved: %v", err)
+			}
+		})
+	}
+}
