@@ -49,20 +49,21 @@ func runGated(spec helperSpec, path string, argv, env []string) int {
 		return helperExitSetup
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
+	defer cancel()
 	go func() {
-		served <- serveUnixGate(ctx, child, *spec.Gate, func(p string) {
+		// Not waited for at the end: a call blocked on its peer may hold
+		// it up, and exiting ends it.
+		err := serveUnixGate(ctx, child, *spec.Gate, func(p string) {
 			if strings.ContainsAny(p, "\n\r") {
 				p = strconv.Quote(p) // one line, whatever the command named
 			}
 			fmt.Fprintf(os.Stderr, "%s%s\n", SocketDeniedPrefix, p)
 		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, helperErrPrefix+"%v\n", err)
+		}
 	}()
 	ws := <-child.done
-	cancel()
-	if err := <-served; err != nil {
-		fmt.Fprintf(os.Stderr, helperErrPrefix+"%v\n", err)
-	}
 	if ws.Signaled() {
 		// Die the same way, so the caller sees the signal; a signal the
 		// runtime does not let kill us falls back to the shell's code.

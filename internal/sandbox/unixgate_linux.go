@@ -196,6 +196,10 @@ func dropHostCaps() error {
 	return nil
 }
 
+// gateRoutines counts every goroutine the gate starts, so that tests can
+// wait for all of them and then check that none is left.
+var gateRoutines sync.WaitGroup
+
 // gatedStart says how forkGated starts the command.
 type gatedStart struct {
 	path string
@@ -281,7 +285,7 @@ func forkGated(s gatedStart) (gatedChild, error) {
 	done := make(chan syscall.WaitStatus, 1)
 	ct := &confinedThread{calls: make(chan confinedCall), gone: make(chan struct{})}
 	reaped := make(chan struct{})
-	go func() {
+	gateRoutines.Go(func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
 		defer close(ct.gone)
 		fail := func(err error) { ch <- started{err: err} }
@@ -323,13 +327,13 @@ func forkGated(s gatedStart) (gatedChild, error) {
 				return
 			}
 		}
-	}()
+	})
 	r := <-ch
 	if r.err != nil {
 		return gatedChild{}, r.err
 	}
 	ct.tid = r.tid
-	go func() {
+	gateRoutines.Go(func() {
 		// Any thread of the process may reap the child.
 		var ws syscall.WaitStatus
 		for {
@@ -340,7 +344,7 @@ func forkGated(s gatedStart) (gatedChild, error) {
 		}
 		close(reaped)
 		done <- ws
-	}()
+	})
 	return gatedChild{pid: r.pid, listener: r.fd, done: done, confined: ct}, nil
 }
 
@@ -371,57 +375,87 @@ func inheritedFiles() []uintptr {
 }
 
 // serveUnixGate answers the child's notifications until ctx ends or no
-// task uses the filter any more. Each call is handled on its own
-// goroutine, so a connect that blocks (a full backlog) holds up only its
-// caller; serveUnixGate does not wait for such calls, which can block
-// for as long as their peer wants: the last one to finish closes the
-// listener.
+// task uses the filter any more, then drains: calls still in flight are
+// waited for while new ones are refused with ENOSYS (what the kernel
+// answers once the listener is closed), except the confining thread's
+// own, which its caller may be waiting on. Each call is handled on its
+// own goroutine, so a connect that blocks (a full backlog) holds up only
+// its caller. The helper does not wait for serveUnixGate after its
+// command exits: such a call could wait on its peer forever.
 func serveUnixGate(ctx context.Context, child gatedChild, g gateSpec, report func(path string)) error {
 	listener := child.listener
-	var wg sync.WaitGroup
-	wg.Add(1) // the loop's own reference to the listener
-	defer func() {
-		wg.Done()
-		go func() {
-			wg.Wait()
-			unix.Close(listener)
-		}()
-	}()
-	var stop [2]int
+	defer unix.Close(listener)
+	var stop, idle [2]int
 	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC); err != nil {
 		return fmt.Errorf("unix gate: %w", err)
 	}
 	defer unix.Close(stop[0])
+	if err := unix.Pipe2(idle[:], unix.O_CLOEXEC); err != nil {
+		unix.Close(stop[1])
+		return fmt.Errorf("unix gate: %w", err)
+	}
+	defer unix.Close(idle[0])
+	// calls counts the calls in flight; once draining, the last one to
+	// end wakes the loop through idle (closed under mu when it returns).
+	var (
+		mu       sync.Mutex
+		calls    int
+		draining bool
+	)
+	defer func() {
+		mu.Lock()
+		unix.Close(idle[1])
+		idle[1] = -1
+		mu.Unlock()
+	}()
 	quit := make(chan struct{})
 	watcher := make(chan struct{})
-	go func() {
+	gateRoutines.Go(func() {
 		defer close(watcher)
 		select {
 		case <-ctx.Done():
 		case <-quit:
 		}
 		unix.Close(stop[1])
-	}()
+	})
 	defer func() {
 		close(quit)
 		<-watcher
 	}()
 	gs := &gate{listener: listener, spec: g, report: report, confined: child.confined}
+	hup := false // no task is left under the filter: only calls in flight
 	for {
-		fds := []unix.PollFd{{Fd: int32(listener), Events: unix.POLLIN}, {Fd: int32(stop[0]), Events: unix.POLLIN}}
+		wake := stop[0]
+		if draining {
+			wake = idle[0]
+		}
+		fds := []unix.PollFd{{Fd: int32(wake), Events: unix.POLLIN}, {Fd: int32(listener), Events: unix.POLLIN}}
+		if hup {
+			fds = fds[:1]
+		}
 		if _, err := unix.Poll(fds, -1); err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
 			return fmt.Errorf("unix gate: poll: %w", err)
 		}
-		if fds[1].Revents != 0 {
-			return nil
+		if !hup && fds[1].Revents&unix.POLLIN == 0 && fds[1].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+			hup = true
 		}
-		if fds[0].Revents&unix.POLLIN == 0 {
-			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-				return nil // every task under the filter is gone
+		if fds[0].Revents != 0 || hup {
+			if draining && fds[0].Revents != 0 {
+				return nil // the last call has ended
 			}
+			mu.Lock()
+			draining = true
+			none := calls == 0
+			mu.Unlock()
+			if none {
+				return nil
+			}
+			continue
+		}
+		if fds[1].Revents&unix.POLLIN == 0 {
 			continue
 		}
 		var n seccompNotif
@@ -432,11 +466,21 @@ func serveUnixGate(ctx context.Context, child gatedChild, g gateSpec, report fun
 			}
 			return fmt.Errorf("unix gate: receive: %w", err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		if draining && !gs.own(&n) {
+			gs.respond(n.ID, 0, unix.ENOSYS)
+			continue
+		}
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		gateRoutines.Go(func() {
 			gs.answer(&n)
-		}()
+			mu.Lock()
+			defer mu.Unlock()
+			if calls--; calls == 0 && draining && idle[1] >= 0 {
+				_, _ = unix.Write(idle[1], []byte{0})
+			}
+		})
 	}
 }
 
@@ -461,14 +505,24 @@ type gate struct {
 // answer performs the notified call and sends its result. A caller that
 // died in the meantime makes SEND fail with ENOENT, which is ignored.
 func (gs *gate) answer(n *seccompNotif) {
-	if gs.confined != nil && int(n.Pid) == gs.confined.tid {
+	if gs.own(n) {
 		// One of our own calls on the confining thread (confinedThread).
 		resp := seccompNotifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 		_ = ioctlPtr(gs.listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
 		return
 	}
 	val, errno := gs.perform(n)
-	resp := seccompNotifResp{ID: n.ID, Val: val}
+	gs.respond(n.ID, val, errno)
+}
+
+// own reports whether a notification comes from the confining thread.
+func (gs *gate) own(n *seccompNotif) bool {
+	return gs.confined != nil && int(n.Pid) == gs.confined.tid
+}
+
+// respond sends a call's result or errno.
+func (gs *gate) respond(id uint64, val int64, errno unix.Errno) {
+	resp := seccompNotifResp{ID: id, Val: val}
 	if errno != 0 {
 		resp.Val, resp.Error = 0, -int32(errno)
 	}

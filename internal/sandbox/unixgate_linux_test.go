@@ -10,10 +10,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -334,4 +336,33 @@ func TestUnixGateControl(t *testing.T) {
 	}
 	f.outS.wait(2)
 	f.outD.wait(1)
+}
+
+// Every goroutine the gate starts ends once its command is gone: the
+// serving loop, the calls, the confining thread, the reaper and the
+// listener's closer.
+func TestUnixGateNoLeaks(t *testing.T) {
+	requireGate(t)
+	f := newGateFixture(t)
+	for _, args := range [][]string{{"connect", f.inS.path}, {"connect", f.outS.path}, {"sendmmsg", f.inD.path}, {"selfabstract"}} {
+		gateRun(t, f.spec, "/", args...)
+	}
+	idle := make(chan struct{})
+	go func() {
+		gateRoutines.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+	case <-time.After(30 * time.Second):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("gate goroutines still running:\n%s", buf[:runtime.Stack(buf, true)])
+	}
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	for _, fn := range []string{"serveUnixGate", "forkGated", "(*gate).answer"} {
+		if strings.Contains(stacks, "sandbox."+fn) {
+			t.Errorf("a goroutine is left in %s:\n%s", fn, stacks)
+		}
+	}
 }
