@@ -116,11 +116,51 @@ var gateOnce = sync.OnceValue(func() error {
 	if sizes[0] < uint16(unsafe.Sizeof(seccompNotif{})) || sizes[1] < uint16(unsafe.Sizeof(seccompNotifResp{})) {
 		return fmt.Errorf("unexpected seccomp notification sizes %v", sizes)
 	}
-	if _, err := unix.PidfdGetfd(-1, 0, 0); errors.Is(err, unix.ENOSYS) {
-		return errors.New("no pidfd_getfd (Linux < 5.6)")
+	// The calls the supervisor makes, tried on this process (a container's
+	// seccomp profile may refuse them although the kernel has them).
+	pidfd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_open: %w", err)
 	}
-	return nil
+	defer unix.Close(pidfd)
+	dup, err := unix.PidfdGetfd(pidfd, pidfd, 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_getfd (Linux 5.6): %w", err)
+	}
+	unix.Close(dup)
+	var probe [8]byte
+	if _, err := unix.ProcessVMReadv(os.Getpid(), []unix.Iovec{{Base: &probe[0], Len: 8}},
+		[]unix.RemoteIovec{{Base: uintptr(unsafe.Pointer(&sizes[0])), Len: 6}}, 0); err != nil {
+		return fmt.Errorf("process_vm_readv: %w", err)
+	}
+	// And a listener, on a thread that is thrown away afterwards.
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		fd, err := installProbeListener()
+		if err == nil {
+			unix.Close(fd)
+		}
+		errc <- err
+	}()
+	return <-errc
 })
+
+// installProbeListener installs an allow-all filter with a listener on
+// the calling thread.
+func installProbeListener() (int, error) {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return -1, fmt.Errorf("no_new_privs: %w", err)
+	}
+	ins := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: retAllow}}
+	prog := unix.SockFprog{Len: 1, Filter: &ins[0]}
+	fd, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+	if e != 0 {
+		return -1, fmt.Errorf("seccomp listener: %w", e)
+	}
+	return int(fd), nil
+}
 
 // unixGateSupported reports whether this kernel can run the gate, or why
 // not.
