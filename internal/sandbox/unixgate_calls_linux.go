@@ -5,6 +5,7 @@ package sandbox
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,11 +40,14 @@ const (
 	mmsghdrSize    = 64
 )
 
+// pidfdThread is PIDFD_THREAD (= O_EXCL): a pidfd for one thread.
+const pidfdThread = unix.O_EXCL
+
 // callerCtx is what a notified call needs of its caller.
 type callerCtx struct {
-	tid, tgid int
-	pidfd     int
-	id        uint64
+	tid   int
+	pidfd int
+	id    uint64
 }
 
 // perform runs the notified call and returns its result or errno.
@@ -88,12 +92,16 @@ func (gs *gate) perform(n *seccompNotif) (int64, unix.Errno) {
 // the pid.
 func (gs *gate) attach(n *seccompNotif) (callerCtx, unix.Errno) {
 	c := callerCtx{tid: int(n.Pid), id: n.ID}
-	tgid, err := threadGroup(c.tid)
-	if err != nil {
-		return c, unix.ESRCH
+	// A pidfd for the calling thread itself (Linux 6.9); before that,
+	// one for its process, found through /proc.
+	fd, err := unix.PidfdOpen(c.tid, pidfdThread)
+	if errors.Is(err, unix.EINVAL) {
+		tgid, terr := threadGroup(c.tid)
+		if terr != nil {
+			return c, unix.ESRCH
+		}
+		fd, err = unix.PidfdOpen(tgid, 0)
 	}
-	c.tgid = tgid
-	fd, err := unix.PidfdOpen(tgid, 0)
 	if err != nil {
 		return c, errnoOf(err)
 	}

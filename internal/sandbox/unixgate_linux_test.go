@@ -366,3 +366,21 @@ func TestUnixGateNoLeaks(t *testing.T) {
 		}
 	}
 }
+
+// threadGroup, the fallback before PIDFD_THREAD, finds a thread's process.
+func TestThreadGroup(t *testing.T) {
+	tids := make(chan int)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+	}()
+	for _, tid := range []int{os.Getpid(), <-tids} {
+		if got, err := threadGroup(tid); err != nil || got != os.Getpid() {
+			t.Errorf("threadGroup(%d) = %d, %v; want %d", tid, got, err, os.Getpid())
+		}
+	}
+	if _, err := threadGroup(-1); err == nil {
+		t.Error("threadGroup(-1) succeeded")
+	}
+}
