@@ -70,6 +70,7 @@ func TestLandlockHelperFailsClosed(t *testing.T) {
 		{"bad base64", []string{HelperArg, "!!", "--", "true"}, helperExitSetup},
 		{"bad json", []string{HelperArg, "bm90IGpzb24", "--", "true"}, helperExitSetup},
 		{"missing command", []string{HelperArg, "e30", "--", "/nonexistent/cmd"}, helperExitNotFound},
+		{"gate-only without a gate", []string{HelperArg, "eyJnYXRlX29ubHkiOnRydWV9", "--", "true"}, helperExitSetup},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
