@@ -33,6 +33,10 @@ type permissionsDef struct {
 	WritableRoots []string `yaml:"writable_roots,omitempty"`
 	// Backends orders the sandbox backends to try (bwrap, landlock).
 	Backends []string `yaml:"backends,omitempty"`
+	// UnixSockets are pathname UNIX sockets (or directories of them)
+	// outside the workspace that confined commands may connect to, e.g.
+	// an ssh-agent or a database socket; all others are refused.
+	UnixSockets []string `yaml:"unix_sockets,omitempty"`
 }
 
 func decodePermissions(n *yaml.Node) (any, error) {
@@ -45,6 +49,9 @@ func decodePermissions(n *yaml.Node) (any, error) {
 	}
 	if _, err := permission.NewRules(d.Rules); err != nil {
 		return nil, err
+	}
+	if err := sandbox.ValidateUnixSockets(d.UnixSockets); err != nil {
+		return nil, fmt.Errorf("unix_sockets: %w", err)
 	}
 	for _, b := range d.Backends {
 		if b != "bwrap" && b != "landlock" {
@@ -77,6 +84,7 @@ func (d permissionsDef) apply(e *env) error {
 		CheckWrite:    sandbox.Policy.CheckWrite,
 		Workspace:     e.cwd,
 		WritableRoots: roots,
+		UnixSockets:   d.UnixSockets,
 		Rules:         d.Rules,
 	}
 	if e.human != nil {

@@ -54,7 +54,10 @@ type BashConfiner struct {
 	Workspace string
 	// WritableRoots are extra writable directories in workspace-write.
 	WritableRoots []string
-	Grants        *Grants
+	// UnixSockets are the UNIX sockets outside the workspace that
+	// commands may connect to, in every confined mode.
+	UnixSockets []string
+	Grants      *Grants
 
 	mu     sync.Mutex
 	logged *SandboxBackend // guarded by mu; the last sandbox/backend on the log
@@ -68,7 +71,9 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 	if ws == "" {
 		ws = c.Cwd
 	}
-	return policyFor(b.Defaults.Current(b.Log).Mode, ws, b.WritableRoots, false)
+	p := policyFor(b.Defaults.Current(b.Log).Mode, ws, b.WritableRoots, false)
+	p.UnixSockets = slices.Clone(b.UnixSockets)
+	return p
 }
 
 func policyFor(mode sandbox.Mode, ws string, roots []string, network bool) sandbox.Policy {
@@ -89,6 +94,7 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 	if g, ok := b.Grants.take(c.ID); ok && approvedOnLog(b.Log.Events(), c.ID) {
 		if g.Mode.Rank() > p.Mode.Rank() {
 			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
+			p.UnixSockets = slices.Clone(b.UnixSockets)
 		}
 		p.Network = p.Network || g.Network
 	}

@@ -33,9 +33,10 @@ func TestBashConfinerPolicy(t *testing.T) {
 			if err := Select(l, tt.preset, "test"); err != nil {
 				t.Fatal(err)
 			}
-			b := &BashConfiner{Log: l, Workspace: tt.workspace, WritableRoots: []string{"/extra"}}
+			b := &BashConfiner{Log: l, Workspace: tt.workspace, WritableRoots: []string{"/extra"}, UnixSockets: []string{"/run/agent.sock"}}
 			got := b.Policy(&tool.Call{Cwd: "/cwd"})
-			if got.Mode != tt.want.Mode || got.Workspace != tt.want.Workspace || got.Network != tt.want.Network || !slices.Equal(got.WritableRoots, tt.want.WritableRoots) {
+			if got.Mode != tt.want.Mode || got.Workspace != tt.want.Workspace || got.Network != tt.want.Network || !slices.Equal(got.WritableRoots, tt.want.WritableRoots) ||
+				!slices.Equal(got.UnixSockets, []string{"/run/agent.sock"}) {
 				t.Fatalf("policy %+v, want %+v", got, tt.want)
 			}
 		})

@@ -176,7 +176,7 @@ func TestRuntimeSections(t *testing.T) {
 	st := State{PresetWorkspaceWrite, sandbox.WorkspaceWrite, ApprovalAsk}
 	human := true
 	secs := RuntimeSections(RuntimeOptions{
-		State: func() State { return st }, Workspace: "/work/proj", WritableRoots: []string{"/tmp/x"},
+		State: func() State { return st }, Workspace: "/work/proj", WritableRoots: []string{"/tmp/x"}, UnixSockets: []string{"/run/agent.sock"},
 		Human: func() bool { return human }, Reviewer: true,
 	})
 	var r prompt.Runtime
@@ -204,16 +204,18 @@ func TestRuntimeSections(t *testing.T) {
 		approvalNotIn []string
 	}{
 		{"workspace-write with a human", st, true,
-			[]string{"Sandbox mode: workspace-write", "only inside the workspace /work/proj and in /tmp/x", "Network access is off", "`danger-full-access`", "`network`", "justification", "File tools cannot escalate"},
+			[]string{"Sandbox mode: workspace-write", "only inside the workspace /work/proj and in /tmp/x", "Network access is off", "`danger-full-access`", "`network`", "justification", "File tools cannot escalate",
+				"UNIX socket outside these directories and $TMPDIR", "except /run/agent.sock, which the profile allows"},
 			[]string{"`workspace-write` (to write"},
 			[]string{"Approval policy: ask", "shown to the user"}, nil},
 		{"read-only without a human", State{PresetReadOnly, sandbox.ReadOnly, ApprovalAsk}, false,
-			[]string{"Sandbox mode: read-only", "write nowhere", "Network access is off", "`workspace-write` (to write in the workspace)"},
+			[]string{"Sandbox mode: read-only", "write nowhere", "Network access is off", "`workspace-write` (to write in the workspace)",
+				"UNIX socket outside the workspace and $TMPDIR", "except /run/agent.sock"},
 			[]string{"/work/proj"},
 			[]string{"No one is available", "denied"}, []string{"shown to the user"}},
 		{"full access", State{PresetFullAccess, sandbox.DangerFullAccess, ApprovalNever}, true,
 			[]string{"Sandbox mode: danger-full-access", "Nothing is confined", "nothing to escalate"},
-			[]string{"sandbox_permissions"},
+			[]string{"sandbox_permissions", "UNIX socket"},
 			[]string{"Approval policy: never", "denied at once"}, []string{"shown to the user"}},
 		{"auto with a human", State{PresetAuto, sandbox.WorkspaceWrite, ApprovalAsk}, true, nil, nil,
 			[]string{"auto review", "low-risk calls are allowed once", "medium-risk calls are shown to the user"}, nil},

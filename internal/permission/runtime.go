@@ -24,6 +24,9 @@ type RuntimeOptions struct {
 	Workspace string
 	// WritableRoots are the extra writable directories in workspace-write.
 	WritableRoots []string
+	// UnixSockets are the UNIX sockets outside the workspace that
+	// commands may connect to.
+	UnixSockets []string
 	// Human reports whether a human answerer is attached (a terminal);
 	// nil means none.
 	Human func() bool
@@ -37,7 +40,7 @@ type RuntimeOptions struct {
 // system prompt stays cacheable.
 func RuntimeSections(o RuntimeOptions) []prompt.RuntimeSection {
 	return []prompt.RuntimeSection{
-		{Name: SectionSandbox, Order: sectionOrder, Render: func() string { return SandboxText(o.State(), o.Workspace, o.WritableRoots) }},
+		{Name: SectionSandbox, Order: sectionOrder, Render: func() string { return SandboxText(o.State(), o.Workspace, o.WritableRoots, o.UnixSockets) }},
 		{Name: SectionApproval, Order: sectionOrder + 1, Render: func() string {
 			return ApprovalText(o.State(), o.Human != nil && o.Human(), o.Reviewer)
 		}},
@@ -45,8 +48,9 @@ func RuntimeSections(o RuntimeOptions) []prompt.RuntimeSection {
 }
 
 // SandboxText describes the sandbox mode in plain words: what may be
-// written, whether the network is on and how to escalate.
-func SandboxText(st State, workspace string, roots []string) string {
+// written, whether the network is on, which UNIX sockets commands may
+// connect to and how to escalate.
+func SandboxText(st State, workspace string, roots, sockets []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Sandbox mode: %s. ", st.Mode)
 	switch st.Mode {
@@ -54,13 +58,17 @@ func SandboxText(st State, workspace string, roots []string) string {
 		b.WriteString("Nothing is confined: shell commands and file tools may write anywhere and use the network. There is nothing to escalate.")
 		return b.String()
 	case sandbox.ReadOnly:
-		b.WriteString("Shell commands and file tools may read everywhere but write nowhere (only /dev/null). Network access is off.")
+		b.WriteString("Shell commands and file tools may read everywhere but write nowhere (only /dev/null). Network access is off. " +
+			"Connecting to a UNIX socket outside the workspace and $TMPDIR (such as /var/run/docker.sock, an ssh-agent, or a tmux or X11 socket in /tmp) is refused")
+		socketsText(&b, sockets)
 	default:
 		fmt.Fprintf(&b, "Shell commands and file tools may read everywhere but write only inside the workspace %s", workspace)
 		if len(roots) > 0 {
 			fmt.Fprintf(&b, " and in %s", strings.Join(roots, ", "))
 		}
-		b.WriteString("; writes elsewhere are refused. Network access is off.")
+		b.WriteString("; writes elsewhere are refused. Network access is off. " +
+			"Connecting to a UNIX socket outside these directories and $TMPDIR (such as /var/run/docker.sock, an ssh-agent, or a tmux or X11 socket in /tmp) is refused")
+		socketsText(&b, sockets)
 	}
 	wider := "`workspace-write` (to write in the workspace) or `danger-full-access` (to write anywhere)"
 	if st.Mode == sandbox.WorkspaceWrite {
@@ -71,6 +79,14 @@ func SandboxText(st State, workspace string, roots []string) string {
 		wider + " or `network` (for network access), and a `justification` saying why; the retry runs only if it is approved. " +
 		"File tools cannot escalate: if such a write is needed, make it with a bash command.")
 	return b.String()
+}
+
+// socketsText ends the socket sentence with the allowed sockets.
+func socketsText(b *strings.Builder, sockets []string) {
+	if len(sockets) > 0 {
+		fmt.Fprintf(b, ", except %s, which the profile allows", strings.Join(sockets, ", "))
+	}
+	b.WriteString("; the `network` permission does not change that.")
 }
 
 // ApprovalText describes whether approval requests will be answered.

@@ -21,6 +21,9 @@ type Config struct {
 	Workspace string
 	// WritableRoots are extra writable directories in workspace-write.
 	WritableRoots []string
+	// UnixSockets are the pathname UNIX sockets outside the workspace
+	// that confined commands may connect to (sandbox.Policy.UnixSockets).
+	UnixSockets []string
 	// Rules are the configured permission rules.
 	Rules []Rule
 	// Human answers asks (a Terminal); nil when no one is attached.
@@ -45,12 +48,13 @@ type Session struct {
 
 	workspace string
 	roots     []string
+	sockets   []string
 	reviewer  bool
 }
 
 // New builds the machinery from cfg; it fails only on invalid rules.
 func New(cfg Config) (*Session, error) {
-	s := &Session{Log: cfg.Log, Defaults: cfg.Defaults, Grants: NewGrants(), workspace: cfg.Workspace, roots: cfg.WritableRoots}
+	s := &Session{Log: cfg.Log, Defaults: cfg.Defaults, Grants: NewGrants(), workspace: cfg.Workspace, roots: cfg.WritableRoots, sockets: cfg.UnixSockets}
 	if len(cfg.Rules) > 0 {
 		r, err := NewRules(cfg.Rules)
 		if err != nil {
@@ -59,7 +63,7 @@ func New(cfg Config) (*Session, error) {
 		s.Rules = r
 	}
 	s.Confiner = &BashConfiner{Sandbox: cfg.Sandbox, Log: cfg.Log, Defaults: cfg.Defaults,
-		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, Grants: s.Grants}
+		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants}
 	s.Escalation = &Escalation{Log: cfg.Log, Defaults: cfg.Defaults, Grants: s.Grants}
 	s.Approvals = &Service{Log: cfg.Log, State: s.State, Human: cfg.Human}
 	if cfg.Reviewer != nil {
@@ -100,7 +104,7 @@ func (s *Session) Install(p *tool.Pipeline, rt *prompt.Runtime) {
 	if rt != nil {
 		human := s.Approvals.Human != nil
 		for _, sec := range RuntimeSections(RuntimeOptions{
-			State: s.State, Workspace: s.workspaceText(), WritableRoots: s.roots,
+			State: s.State, Workspace: s.workspaceText(), WritableRoots: s.roots, UnixSockets: s.sockets,
 			Human: func() bool { return human }, Reviewer: s.reviewer,
 		}) {
 			rt.Add(sec)

@@ -105,5 +105,8 @@ func validate(argv []string, p Policy) error {
 	if _, err := ParseMode(string(p.Mode)); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
+	if err := ValidateUnixSockets(p.UnixSockets); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
 	return nil
 }

@@ -27,16 +27,23 @@ const probeTimeout = 10 * time.Second
 //     (os.TempDir(), plus /tmp and /var/tmp when present; they are the
 //     host's, so files left there by one command are seen by the next,
 //     as with Landlock). Each root's .git (and a worktree's git dir) is
-//     bound read-only again on top.
+//     bound read-only again on top. TMPDIR is the private scratch
+//     directory (inside os.TempDir()), the one temp area whose UNIX
+//     sockets are reachable.
 //   - read-only: nothing of the host; TMPDIR points at a private scratch
 //     directory, the only writable place. The host's /tmp stays readable
 //     but read-only, because every mode lets commands read everywhere (a
 //     private tmpfs over /tmp would hide it).
 //
 // /dev is bubblewrap's minimal one (null, zero, random, tty, pts, shm):
-// host devices such as GPUs are not visible. Pathname UNIX sockets of
-// host daemons (e.g. /var/run/docker.sock) stay reachable when their
-// socket file is: a read-only bind does not stop connect(2).
+// host devices such as GPUs are not visible.
+//
+// A read-only bind does not stop connect(2) to the pathname UNIX socket
+// of a host daemon (e.g. /var/run/docker.sock), so inside bwrap the
+// command runs under this binary re-executed as a gate-only helper
+// (`bwrap … -- self HelperArg <spec> -- argv…`, see unixgate.go):
+// sockets outside the workspace, the writable roots, TMPDIR and
+// Policy.UnixSockets are refused.
 //
 // bwrap runs under the same helper as Landlock, in lifetime-only mode
 // (supervised): bwrap's --die-with-parent alone left the sandboxed
@@ -133,7 +140,15 @@ func (b *Bwrap) Probe() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	argv, procAttr, _, err := b.supervised(append(append([]string{bin}, baseArgs(false)...), "--", "true"))
+	// The command is `true` under the gate helper where the gate works,
+	// so the probe also proves the helper starts inside bwrap.
+	inner := []string{"true"}
+	if unixGateSupported() == nil {
+		if inner, err = b.gateArgv(inner, gateSpec{}); err != nil {
+			return err
+		}
+	}
+	argv, procAttr, _, err := b.supervised(append(append(append([]string{bin}, baseArgs(false)...), "--"), inner...))
 	if err != nil {
 		return err
 	}
@@ -145,6 +160,16 @@ func (b *Bwrap) Probe() error {
 		return fmt.Errorf("%s does not work here (under the helper: does main call sandbox.RunHelperIfRequested?): %v: %s", bin, err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// gateArgv wraps argv in the gate-only helper that runs inside bwrap:
+// lifetime-only (bwrap confines the rest) plus the UNIX socket gate.
+func (b *Bwrap) gateArgv(argv []string, g gateSpec) ([]string, error) {
+	self, err := b.executable()
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot find own executable for the socket gate: %v", ErrUnavailable, err)
+	}
+	return helperArgv(self, helperSpec{Gate: &g, Lifetime: true}, argv), nil
 }
 
 // Confine implements Backend.
@@ -164,6 +189,15 @@ func (b *Bwrap) Confine(argv []string, p Policy) (Confined, error) {
 		return Confined{}, err
 	}
 	args, gaps := bwrapArgs(l, p.Network)
+	gate, gaps, err := withGate(l, p, gaps)
+	if err != nil {
+		return Confined{}, err
+	}
+	if gate != nil {
+		if argv, err = b.gateArgv(argv, *gate); err != nil {
+			return Confined{}, err
+		}
+	}
 	out := make([]string, 0, 1+len(args)+1+len(argv))
 	out = append(out, bin)
 	out = append(out, args...)
@@ -203,6 +237,9 @@ func bwrapArgs(l layout, network bool) (args, gaps []string) {
 	}
 	if l.scratch != "" {
 		args = append(args, "--bind", l.scratch, l.scratch, "--setenv", "TMPDIR", l.scratch)
+	}
+	if l.tmpdir != "" {
+		args = append(args, "--setenv", "TMPDIR", l.tmpdir)
 	}
 	// Read-only binds come last so they win over the writable ones.
 	for _, g := range l.protected {

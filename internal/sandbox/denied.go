@@ -6,7 +6,8 @@ import (
 
 // denialSignatures are the error texts that commands print when the
 // sandbox refuses them: EROFS (bwrap's read-only binds), EACCES
-// (Landlock), EPERM (seccomp's socket filter), and what a network call
+// (Landlock, the UNIX socket gate), EPERM (seccomp's socket filter), and
+// what a network call
 // reports in a namespace without a network. They are matched without
 // regard to case, because C tools print "Permission denied" and Go tools
 // "permission denied".
@@ -32,8 +33,9 @@ var runnerPrefixes = [][]byte{
 }
 
 // outputDenied is Confined.Denied for the confining backends: a command
-// that failed and printed a denial signature on one of its own lines was
-// (very likely) refused by the sandbox. Both conditions are needed: a
+// that failed and printed a denial signature on one of its own lines, or
+// after which the helper reported a refused socket, was (very likely)
+// refused by the sandbox. Both conditions are needed: a
 // successful command may well print "permission denied" for a file it
 // skipped.
 func outputDenied(exitCode int, output []byte) bool {
@@ -41,6 +43,9 @@ func outputDenied(exitCode int, output []byte) bool {
 		return false
 	}
 	for line := range bytes.Lines(output) {
+		if bytes.HasPrefix(line, []byte(SocketDeniedPrefix)) {
+			return true
+		}
 		if hasRunnerPrefix(line) {
 			continue
 		}

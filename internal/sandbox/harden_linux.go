@@ -75,13 +75,14 @@ func cloexecFrom(lowest int) error {
 // by handle; SYS_ADMIN, NET_ADMIN, SYS_MODULE, SYS_RAWIO, BPF, PERFMON,
 // SYS_BOOT, SYS_TIME, MAC_ADMIN, MAC_OVERRIDE and SYSLOG act on the
 // kernel, the host's network or mounts, devices, the clock, security
-// policy or the kernel log. The ordinary file, ownership, kill and
+// policy or the kernel log; MKNOD would put a device node (a raw disk)
+// in the workspace. The ordinary file, ownership, kill and
 // setuid powers of root stay: Landlock and seccomp bound those.
 var droppedCaps = []int{
 	unix.CAP_SYS_PTRACE, unix.CAP_CHECKPOINT_RESTORE, unix.CAP_DAC_READ_SEARCH,
 	unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_MODULE, unix.CAP_SYS_RAWIO,
 	unix.CAP_BPF, unix.CAP_PERFMON, unix.CAP_SYS_BOOT, unix.CAP_SYS_TIME,
-	unix.CAP_MAC_ADMIN, unix.CAP_MAC_OVERRIDE, unix.CAP_SYSLOG,
+	unix.CAP_MAC_ADMIN, unix.CAP_MAC_OVERRIDE, unix.CAP_SYSLOG, unix.CAP_MKNOD,
 }
 
 // droppedCapNames are droppedCaps as bwrap's --cap-drop takes them.
@@ -89,7 +90,7 @@ var droppedCapNames = []string{
 	"CAP_SYS_PTRACE", "CAP_CHECKPOINT_RESTORE", "CAP_DAC_READ_SEARCH",
 	"CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SYS_MODULE", "CAP_SYS_RAWIO",
 	"CAP_BPF", "CAP_PERFMON", "CAP_SYS_BOOT", "CAP_SYS_TIME",
-	"CAP_MAC_ADMIN", "CAP_MAC_OVERRIDE", "CAP_SYSLOG",
+	"CAP_MAC_ADMIN", "CAP_MAC_OVERRIDE", "CAP_SYSLOG", "CAP_MKNOD",
 }
 
 // dropCaps removes droppedCaps from the calling thread's bounding,

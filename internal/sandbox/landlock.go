@@ -68,9 +68,16 @@ const (
 // commands without CAP_SYS_PTRACE cannot read its /proc entries under
 // any backend.
 //
+// The helper also serves the UNIX socket gate (unixgate.go) while the
+// command runs: pathname UNIX sockets outside the workspace, the
+// writable roots, TMPDIR and Policy.UnixSockets are refused in every
+// mode but danger-full-access (Landlock itself covers them only from
+// ABI 9); where the kernel cannot run the gate, Confine reports the gap.
+//
 // Landlock is an allow-list: reads and execution everywhere; writes in
 // the writable roots, the temp dirs (workspace-write) or the private
-// scratch TMPDIR (read-only); writing to /dev/null, /dev/tty and
+// scratch TMPDIR (read-only; workspace-write's TMPDIR is that directory
+// too); writing to /dev/null, /dev/tty and
 // /dev/pts. It cannot subtract a .git from a grant on its parent, so a
 // writable root holding .git (or a worktree's git dir) is granted piece
 // by piece: every entry except the git metadata, recursively along the
@@ -85,10 +92,11 @@ const (
 // (dsh itself, the user's other processes, background jobs of earlier
 // commands) are refused, and so, without network, are abstract UNIX
 // sockets. Gaps reported as Partial: no PID namespace, no truncate
-// right (ABI < 3), no seccomp for this architecture, .git inside a temp
-// dir (temp dirs are granted whole: carving them would break mktemp),
-// LooseGit. Before ABI 2, moving files between directories is always
-// refused.
+// right (ABI < 3), no seccomp for this architecture, no socket gate
+// (seccomp user notification or pidfd_getfd missing), .git inside a
+// temp dir (temp dirs are granted whole: carving them would break
+// mktemp), LooseGit. Before ABI 2, moving files between directories is
+// always refused.
 type Landlock struct {
 	self string
 	// ns, when set, overrides the namespace mode found by probing
@@ -142,6 +150,11 @@ type helperSpec struct {
 	// Inner marks the helper inside a user namespace, started by the
 	// outer one (startInner).
 	Inner bool `json:"inner,omitempty"`
+	// Gate, when set, makes the helper serve the UNIX socket gate
+	// (unixgate.go) for the command. With Lifetime (inside bubblewrap,
+	// which confines the rest) it is the only restriction the helper
+	// adds.
+	Gate *gateSpec `json:"gate,omitempty"`
 }
 
 // Confine implements Backend.
@@ -165,6 +178,9 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 		return Confined{}, err
 	}
 	spec, gaps := landlockSpec(lay, p.Network, abi, seccompSupported(), l.LooseGit)
+	if spec.Gate, gaps, err = withGate(lay, p, gaps); err != nil {
+		return Confined{}, err
+	}
 	ns := l.namespace(self)
 	spec.NS, spec.Parent = string(ns), os.Getpid()
 	if ns == nsNone {
@@ -205,6 +221,7 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 	} else {
 		spec.Roots = lay.roots
 		spec.Whole = lay.temps
+		spec.TmpDir = lay.tmpdir
 		spec.Shm = true
 		for _, g := range lay.protected {
 			if looseGit {
@@ -231,6 +248,19 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 		}
 	}
 	return spec, gaps
+}
+
+// withGate returns the gate for a policy, or nil with a gap saying that
+// host UNIX sockets stay reachable when this kernel cannot run it.
+func withGate(lay layout, p Policy, gaps []string) (*gateSpec, []string, error) {
+	if err := unixGateSupported(); err != nil {
+		return nil, append(gaps, "UNIX sockets outside the workspace are not blocked: "+err.Error()), nil
+	}
+	g, err := newGateSpec(lay, p)
+	if err != nil {
+		return nil, gaps, err
+	}
+	return &g, gaps, nil
 }
 
 // Probe implements Backend: it runs a write that must be refused through

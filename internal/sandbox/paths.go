@@ -160,6 +160,11 @@ type layout struct {
 	temps []string
 	// scratch is read-only mode's private TMPDIR.
 	scratch string
+	// tmpdir is workspace-write's TMPDIR: the same private directory,
+	// inside a temp dir that is writable anyway. Unlike the shared temp
+	// dirs, where host daemons keep sockets (tmux, X11, ssh-agent), its
+	// UNIX sockets are reachable.
+	tmpdir string
 	// protected are the .git entries (and the git dirs they point to)
 	// of the roots: they stay read-only although their parent is
 	// writable.
@@ -205,6 +210,9 @@ func newLayout(p Policy) (layout, error) {
 	// A root that is a temp dir is handled as one (granted whole), its
 	// .git still protected where the backend can.
 	l.temps = tempDirs()
+	if dir, err := scratchDir(); err == nil && withinAny(dir, l.temps) != "" {
+		l.tmpdir = dir
+	}
 	l.roots = slices.DeleteFunc(l.roots, func(r string) bool { return slices.Contains(l.temps, r) })
 	// A worktree's common dir may lie outside every writable area, where
 	// it is read-only anyway.

@@ -2,13 +2,16 @@
 // session's sandbox mode allows, and fences in-process writes the same
 // way.
 //
-// Modes fence writes (and network): commands still run and may read
-// everywhere in every mode, except what dsh and its ancestors hold (their
-// environment, memory and descriptors: see Harden and the helper). A
-// backend that cannot confine is never bypassed silently: Confine fails
-// with SANDBOX_UNAVAILABLE. Every command, danger-full-access included
-// (Sandbox.Supervise), runs under a per-command supervisor, the helper,
-// so that nothing it starts outlives it or dsh.
+// Modes fence writes, network and host UNIX sockets: commands still run
+// and may read everywhere in every mode, except what dsh and its
+// ancestors hold (their environment, memory and descriptors: see Harden
+// and the helper), and connect only to the UNIX sockets of their
+// workspace, writable roots and TMPDIR, plus those a policy allows
+// (unixgate.go). A backend that cannot confine is never bypassed
+// silently: Confine fails with SANDBOX_UNAVAILABLE. Every command,
+// danger-full-access included (Sandbox.Supervise), runs under a
+// per-command supervisor, the helper, so that nothing it starts outlives
+// it or dsh.
 package sandbox
 
 import (
@@ -60,6 +63,11 @@ type Policy struct {
 	// Network allows network access in read-only and workspace-write
 	// (danger-full-access always has it).
 	Network bool
+	// UnixSockets are pathname UNIX sockets (or directories of them)
+	// outside the workspace that commands may connect to, e.g. an
+	// ssh-agent or a database socket. Absolute paths. Others outside the
+	// workspace, its writable roots and the temp dirs are refused.
+	UnixSockets []string
 }
 
 // Enforcement says how completely a backend confines.

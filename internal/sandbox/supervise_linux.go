@@ -90,6 +90,10 @@ func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
 	signal.Notify(chld, syscall.SIGCHLD)
 	signal.Notify(death, parentDeathSignal)
 	signal.Notify(stop, forwarded...)
+	// A refusal written to a stderr nobody reads any more must not kill
+	// the helper (the write just fails). A handler, unlike ignoring the
+	// signal, is not inherited by the command.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	// Checked after the handler is in place: a spawner that died before
 	// the Pdeathsig above could not signal it.
 	if !inNS && spec.Parent > 0 && os.Getppid() != spec.Parent {
@@ -185,6 +189,18 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 			return
 		}
 	}
+	var gate *threadGate
+	if spec.Gate != nil {
+		// After the confinement: the gate's filter stacks on the
+		// thread's, and the calls it runs on this thread for the command
+		// are made inside the command's Landlock domain.
+		g, err := installThreadGate(*spec.Gate)
+		if err != nil {
+			started <- startResult{err: fmt.Errorf("cannot start the UNIX socket gate for %s: %w", argv[0], err)}
+			return
+		}
+		gate = g
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		wd = ""
@@ -203,11 +219,26 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 		if errors.Is(err, syscall.ENOENT) {
 			err = fmt.Errorf("%w: %s: %v", errNotFound, path, err)
 		}
+		if gate != nil {
+			gate.abort()
+		}
 		started <- startResult{err: fmt.Errorf("exec %s: %w", path, err)}
 		return
 	}
 	started <- startResult{pid: pid}
+	if gate != nil {
+		gate.serve(pid, reportSocketDenied) // keeps the thread too
+	}
 	select {} // keep the thread, and with it the command's Pdeathsig
+}
+
+// reportSocketDenied tells the command's stderr (the helper's) that the
+// gate refused a socket, on one line whatever the command named.
+func reportSocketDenied(p string) {
+	if strings.ContainsAny(p, "\n\r") {
+		p = strconv.Quote(p)
+	}
+	fmt.Fprintf(os.Stderr, "%s%s\n", SocketDeniedPrefix, p)
 }
 
 // startInner starts the inner helper of a user namespace: this binary

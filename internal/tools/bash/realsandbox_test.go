@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/jobs"
-	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/proc/proctest"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 

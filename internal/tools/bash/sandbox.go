@@ -1,6 +1,7 @@
 package bash
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
@@ -82,6 +83,11 @@ var (
 // denialMarker is the plain line that ends the result of a command the
 // sandbox refused: the model reads it to decide whether to escalate.
 func denialMarker(p sandbox.Policy, output []byte) string {
+	if _, rest, ok := bytes.Cut(output, []byte(sandbox.SocketDeniedPrefix)); ok {
+		path, _, _ := bytes.Cut(rest, []byte("\n"))
+		return fmt.Sprintf("[sandbox: socket access denied — connecting to the UNIX socket %s is not allowed in %s mode: "+
+			"only sockets inside the workspace, the writable roots, $TMPDIR and those the profile allows are reachable]", path, p.Mode)
+	}
 	if !p.Network && netDenial.Match(output) && !fileDenial.Match(output) {
 		return fmt.Sprintf("[sandbox: network access denied — network access is off in %s mode]", p.Mode)
 	}

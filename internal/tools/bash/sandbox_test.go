@@ -106,6 +106,13 @@ func TestSandboxedRun(t *testing.T) {
 			"Could not resolve host; Permission denied\n\n[exit code: 1]\n" +
 				"[sandbox: file access denied — the command tried to write outside the writable roots of workspace-write mode]",
 			true, "workspace-write"},
+		{"socket denial", fakeSandbox{
+			script: `echo "` + sandbox.SocketDeniedPrefix + `/var/run/docker.sock" >&2; echo "PermissionError: [Errno 13] Permission denied" >&2; exit 1`,
+			policy: ro, denied: deniedBy("Permission denied")}, "docker ps",
+			sandbox.SocketDeniedPrefix + "/var/run/docker.sock\nPermissionError: [Errno 13] Permission denied\n\n[exit code: 1]\n" +
+				"[sandbox: socket access denied — connecting to the UNIX socket /var/run/docker.sock is not allowed in read-only mode: " +
+				"only sockets inside the workspace, the writable roots, $TMPDIR and those the profile allows are reachable]",
+			true, "read-only"},
 		{"not denied", fakeSandbox{policy: ws, denied: deniedBy("Read-only file system")}, "echo fine",
 			"fine\n\n[exit code: 0]", false, "workspace-write"},
 		{"an ordinary failure is not a denial", fakeSandbox{policy: ws, denied: deniedBy("Read-only file system")}, "echo nope >&2; exit 2",

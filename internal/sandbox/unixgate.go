@@ -1,0 +1,91 @@
+package sandbox
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+)
+
+// The UNIX socket gate keeps confined commands away from the pathname
+// UNIX sockets of host daemons (/var/run/docker.sock is root on the host,
+// an ssh-agent signs as the user). Neither backend stops connect(2) by
+// itself: a read-only bind or a Landlock ABI < 9 ruleset does not cover
+// it. The helper therefore stacks a seccomp filter that hands connect,
+// sendto with an address, sendmsg and sendmmsg to a supervisor in the
+// helper process (unixgate_linux.go), which performs each call itself
+// after checking where a pathname address leads.
+
+// SocketDeniedPrefix starts the line the helper prints on the command's
+// stderr when the gate refuses a UNIX socket, followed by the socket's
+// path. Denial detection and the bash tool's marker recognise it.
+const SocketDeniedPrefix = "dsh-sandbox: socket refused: "
+
+// gateSpec is what the gate lets a command reach: pathname UNIX sockets
+// inside Roots (the workspace, writable roots and temp dirs) and the
+// Sockets a profile allows (a socket, or a directory of sockets). All
+// paths are canonical (no symlinks), as the supervisor compares them with
+// the canonical path of the socket a call names.
+type gateSpec struct {
+	Roots   []string `json:"roots,omitempty"`
+	Sockets []string `json:"sockets,omitempty"`
+}
+
+// allows reports whether the socket at canonical path p may be reached.
+func (g gateSpec) allows(p string) bool {
+	return withinAny(p, g.Roots) != "" || withinAny(p, g.Sockets) != ""
+}
+
+// newGateSpec builds the gate's allow-list for a resolved layout and the
+// policy's allowed sockets: sockets in the workspace, the writable roots
+// (workspace-write) and the private TMPDIR are reachable. The shared temp
+// dirs are not, although workspace-write may write there: host daemons
+// keep their sockets in them (tmux, X11, ssh-agent). Allowed sockets must
+// be absolute (Policy.validate); they are resolved so that a listed
+// symlink allows its target.
+func newGateSpec(l layout, p Policy) (gateSpec, error) {
+	var g gateSpec
+	for _, d := range []string{l.scratch, l.tmpdir} {
+		if d != "" {
+			g.Roots = append(g.Roots, d)
+		}
+	}
+	if p.Workspace != "" && filepath.IsAbs(p.Workspace) {
+		if ws, err := resolvePath("/", p.Workspace); err == nil {
+			g.Roots = append(g.Roots, ws)
+			if p.Mode == WorkspaceWrite {
+				for _, r := range p.WritableRoots {
+					if rr, err := resolvePath(ws, r); err == nil {
+						g.Roots = append(g.Roots, rr)
+					}
+				}
+			}
+		}
+	}
+	for _, s := range p.UnixSockets {
+		r, err := resolvePath("/", s)
+		if err != nil {
+			return gateSpec{}, fmt.Errorf("sandbox: allowed socket %s: %w", s, err)
+		}
+		g.Sockets = append(g.Sockets, r)
+	}
+	slices.Sort(g.Roots)
+	g.Roots = slices.Compact(g.Roots)
+	slices.Sort(g.Sockets)
+	g.Sockets = slices.Compact(g.Sockets)
+	return g, nil
+}
+
+// ValidateUnixSockets checks a profile's list of allowed socket paths:
+// each must be a clean absolute path (the gate compares canonical paths,
+// and a relative one would depend on each command's cwd).
+func ValidateUnixSockets(paths []string) error {
+	for _, s := range paths {
+		if s == "" || !filepath.IsAbs(s) {
+			return fmt.Errorf("allowed UNIX socket %q is not an absolute path", s)
+		}
+		if filepath.Clean(s) != s {
+			return fmt.Errorf("allowed UNIX socket %q is not a clean path (want %q)", s, filepath.Clean(s))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+//go:build !linux || !(amd64 || arm64 || riscv64 || loong64)
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"syscall"
+)
+
+var errNoGate = errors.New("the UNIX socket gate needs seccomp user notification on Linux (amd64, arm64, riscv64, loong64)")
+
+// unixGateSupported says why this platform has no gate.
+func unixGateSupported() error { return errNoGate }
+
+type gatedChild struct{}
+
+type threadGate struct{}
+
+func installThreadGate(gateSpec) (*threadGate, error) { return nil, errNoGate }
+
+func (*threadGate) abort() {}
+
+func (*threadGate) serve(int, func(string)) {}
+
+func serveUnixGate(context.Context, gatedChild, gateSpec, func(string)) error { return errNoGate }
