@@ -11,8 +11,12 @@ import (
 
 // guardianScript is the guardian's program (see the package comment). It
 // reads "+ <pgid>" and "- <pgid>" lines, keeping the set of guarded groups
-// in g as " 1 2 3 ", and kills every group still in it when its stdin
-// reaches EOF, that is when dsh is gone. It ignores the signals a terminal
+// in g as " 1 2 3 ", and ends every group still in it when its stdin
+// reaches EOF, that is when dsh is gone: TERM, then KILL a second later.
+// The grace is for the sandbox helper (internal/sandbox) that leads a
+// group without a PID namespace: its death signal tells it to kill the
+// processes that left its group (setsid, double forks), and an immediate
+// SIGKILL of its group would kill it first and orphan them. It ignores the signals a terminal
 // or a careless "kill" would send. dash's kill takes no "--"; a negative
 // pgid is read as a group all the same.
 const guardianScript = `trap '' TERM INT HUP
@@ -23,6 +27,9 @@ while read -r op pg; do
 	-) case $g in *" $pg "*) g="${g%% $pg *} ${g#* $pg }" ;; esac ;;
 	esac
 done
+[ "$g" = ' ' ] && exit
+for pg in $g; do kill -TERM -"$pg"; done
+sleep 1
 for pg in $g; do kill -KILL -"$pg"; done`
 
 // guardian is dsh's one guardian process, shared by every group the kit

@@ -143,17 +143,23 @@ func TestGuardianKillsGroupWhenDshDies(t *testing.T) {
 	}
 }
 
-// The guardian's bookkeeping: at EOF it kills exactly the groups added
-// and not removed, each once ("kill" is replaced by a function that
-// prints its arguments).
+// The guardian's bookkeeping: at EOF it ends exactly the groups added
+// and not removed, each with one TERM and then one KILL ("kill" and
+// "sleep" are replaced by functions that print their arguments), and
+// with no group left it does not wait.
 func TestGuardianScriptSet(t *testing.T) {
-	cmd := exec.Command("/bin/sh", "-c", `kill() { echo "$*"; }; `+guardianScript)
+	cmd := exec.Command("/bin/sh", "-c", `kill() { echo "$*"; }; sleep() { echo "sleep $*"; }; `+guardianScript)
 	cmd.Stdin = strings.NewReader("+ 5\n+ 6\n+ 17\n- 5\n- 99\n+ 56\n- 17\n")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(out); got != "-KILL -6\n-KILL -56\n" {
+	if got := string(out); got != "-TERM -6\n-TERM -56\nsleep 1\n-KILL -6\n-KILL -56\n" {
 		t.Fatalf("guardian killed %q", got)
+	}
+	cmd = exec.Command("/bin/sh", "-c", `kill() { echo "$*"; }; sleep() { echo "sleep $*"; }; `+guardianScript)
+	cmd.Stdin = strings.NewReader("+ 5\n- 5\n")
+	if out, err = cmd.Output(); err != nil || len(out) != 0 {
+		t.Fatalf("guardian with no group: %v %q", err, out)
 	}
 }
