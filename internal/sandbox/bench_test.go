@@ -49,7 +49,7 @@ func BenchmarkWrapTrue(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						if out, err := exec.Command(c.Argv[0], c.Argv[1:]...).CombinedOutput(); err != nil {
+						if out, err := command(c).CombinedOutput(); err != nil {
 							b.Fatalf("%v: %s", err, out)
 						}
 					}
