@@ -109,12 +109,10 @@ func (p *bpfProg) assemble() ([]unix.SockFilter, error) {
 	return p.ins, nil
 }
 
-// seccompFilter builds the helper's filter: TIOCSTI and TIOCLINUX ioctls
-// (typing into the user's terminal) are always refused; without network,
-// so are sockets other than AF_UNIX and io_uring (whose socket
-// operations bypass seccomp). Refusals are EPERM, which prints as
-// "Operation not permitted" and so reads as a denial.
-func seccompFilter(denyNet bool) ([]unix.SockFilter, error) {
+// newNativeProg starts a filter program the same way for every filter:
+// a foreign architecture jumps to "foreign", the x32 ABI (used by nothing
+// we run) to "enosys", and the syscall number is loaded for what follows.
+func newNativeProg() (*bpfProg, error) {
 	native := nativeAuditArch()
 	if native == 0 {
 		return nil, errors.New("seccomp: unsupported architecture " + runtime.GOARCH)
@@ -124,7 +122,20 @@ func seccompFilter(denyNet bool) ([]unix.SockFilter, error) {
 	p.jmp(unix.BPF_JEQ, native, "", "foreign")
 	p.ld(offNR)
 	if runtime.GOARCH == "amd64" {
-		p.jmp(unix.BPF_JGE, x32Bit, "enosys", "") // x32 ABI: not used by anything we run
+		p.jmp(unix.BPF_JGE, x32Bit, "enosys", "")
+	}
+	return p, nil
+}
+
+// seccompFilter builds the helper's filter: TIOCSTI and TIOCLINUX ioctls
+// (typing into the user's terminal) are always refused; without network,
+// so are sockets other than AF_UNIX and io_uring (whose socket
+// operations bypass seccomp). Refusals are EPERM, which prints as
+// "Operation not permitted" and so reads as a denial.
+func seccompFilter(denyNet bool) ([]unix.SockFilter, error) {
+	p, err := newNativeProg()
+	if err != nil {
+		return nil, err
 	}
 	p.jmp(unix.BPF_JEQ, unix.SYS_IOCTL, "ioctl", "")
 	if denyNet {

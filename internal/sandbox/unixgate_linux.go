@@ -55,16 +55,9 @@ type seccompNotifResp struct {
 // io_uring (whose socket operations bypass seccomp) and the foreign-arch
 // socket calls are refused.
 func gateFilter() ([]unix.SockFilter, error) {
-	native := nativeAuditArch()
-	if native == 0 {
-		return nil, errors.New("seccomp: unsupported architecture " + runtime.GOARCH)
-	}
-	p := &bpfProg{jumps: map[int][2]string{}, labels: map[string]int{}}
-	p.ld(offArch)
-	p.jmp(unix.BPF_JEQ, native, "", "foreign")
-	p.ld(offNR)
-	if runtime.GOARCH == "amd64" {
-		p.jmp(unix.BPF_JGE, x32Bit, "enosys", "")
+	p, err := newNativeProg()
+	if err != nil {
+		return nil, err
 	}
 	p.jmp(unix.BPF_JEQ, unix.SYS_CONNECT, "notify", "")
 	p.jmp(unix.BPF_JEQ, unix.SYS_SENDMSG, "notify", "")
