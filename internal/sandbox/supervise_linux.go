@@ -52,6 +52,16 @@ const maxSweeps = 10000
 // process group.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT}
 
+// init keeps a helper's main goroutine on the main thread, where supervise
+// must replace the parent-death signal the spawner left (see there).
+// Package initialisation runs on the main thread, so this is the earliest
+// and only reliable place to lock it.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == HelperArg {
+		runtime.LockOSThread()
+	}
+}
+
 // supervise runs argv under spec and returns the exit code for the
 // helper: the command's, 128+signal when it was killed, or helperExit*
 // when it could not be started (the error says why).
@@ -77,6 +87,14 @@ func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
 	} else {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return helperExitSetup, fmt.Errorf("subreaper: %w", err)
+		}
+		// The kernel keeps a parent-death signal per thread and sends
+		// every one that is set. The spawner's (SIGKILL, kept across
+		// exec) is on the thread that exec'd, the main thread, which
+		// init locked this goroutine to: replacing it there is the only
+		// way to be sure no SIGKILL pre-empts the sweep.
+		if unix.Gettid() != os.Getpid() {
+			return helperExitSetup, errors.New("the helper is not on its main thread; its parent-death signal cannot be replaced")
 		}
 		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(parentDeathSignal), 0, 0, 0); err != nil {
 			return helperExitSetup, fmt.Errorf("pdeathsig: %w", err)
