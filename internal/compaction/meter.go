@@ -30,8 +30,8 @@ const messageOverhead = 4 * bytesPerToken
 // registering the observer and may see an event twice.
 type meter struct {
 	mu sync.Mutex
-	// size caches the payload bytes of surface events by seq, so an
-	// estimate never re-encodes history.
+	// size caches the heuristic bytes of surface events by seq (see
+	// payloadBytes), so an estimate never decodes or re-encodes history.
 	size map[int64]int // guarded by mu
 	// anchorSeq is the latest assistant/message with usage, and
 	// anchorTokens its prompt plus output tokens.
