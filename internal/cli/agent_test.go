@@ -228,7 +228,7 @@ providers:
     base_url: %s
     models:
       - id: small
-        context_window: 4000
+        context_window: 6000
 `, e.srv.URL()), 0o600)
 	const steps = 8
 	var mu sync.Mutex
@@ -245,9 +245,15 @@ providers:
 		}
 		step++
 		i := step - 1
-		return llmtest.Response{Text: fmt.Sprintf("step %d", i), ToolCalls: []llmtest.ToolCall{bashCall(fmt.Sprintf("seq %d %d", i*1000, i*1000+300))}, Usage: &llmtest.Usage{Input: 500 + 600*i, Output: 20}}
+		// Usage as a provider would count this request: a token per 4
+		// bytes. (Compaction triggers on the larger of the reported usage
+		// and dsh's own estimate, so a usage far below the request's real
+		// size would not keep it off.)
+		return llmtest.Response{Text: fmt.Sprintf("step %d", i), ToolCalls: []llmtest.ToolCall{bashCall(fmt.Sprintf("seq %d %d", i*1000, i*1000+300))}, Usage: &llmtest.Usage{Input: len(r.Body) / 4, Output: 20}}
 	})
-	out, stderr, code := e.dsh("", "run", "--json", "print number ranges")
+	// The minimal preset (bash and the editor): the standard preset's
+	// tool schemas alone would fill this small window.
+	out, stderr, code := e.dsh("", "run", "--json", "--agent-preset", "minimal", "print number ranges")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -3,9 +3,12 @@
 // a model-written summary.
 //
 // A [Compactor] is bound to one session log. It meters the context size
-// (the provider-reported usage of the latest model call plus a byte
-// heuristic for what was logged after it), and when the pressure reaches
-// a threshold it plans a cut at a balanced boundary, asks the model for a
+// as the larger of the provider-reported usage of the latest model call
+// plus a byte heuristic for what was logged after it, and the heuristic
+// over the whole request (either can be wrong: the heuristic misjudges
+// code and CJK text, a provider may under-report). When the pressure
+// reaches a threshold it plans a cut at a balanced boundary, measuring
+// the messages in the same unit, asks the model for a
 // summary of the prefix (replaying the conversation's own system prompt,
 // tools and messages so the provider's prompt cache is reused, with the
 // summary instruction last), and commits the result to the log:

@@ -125,8 +125,8 @@ func TestPruneInSummaryRequestOnly(t *testing.T) {
 	c := compaction.New(compaction.Options{
 		Log:     b.log,
 		Adapter: recAdapter{rec, "summary", openai.New(openai.Config{Provider: "deepseek", BaseURL: srv.URL(), APIKey: "k", DeepSeek: true, IdleTimeout: 5 * time.Second})},
-		// A window just big enough for the last exchange as the tail.
-		ContextWindow: 200, KeepTail: 0.2,
+		// A tail budget (8 tokens) just big enough for the last answer.
+		ContextWindow: 200, KeepTail: 0.04,
 	})
 	res, err := c.Compact(t.Context(), "")
 	if err != nil || !res.Compacted || res.Shadowed != 5 {

@@ -8,10 +8,17 @@ import (
 	"github.com/dsh-dev/dsh/internal/session"
 )
 
-// bytesPerToken is the heuristic's ratio. JSON bytes / 4 over-counts
+// bytesPerToken is the heuristic's ratio. It is applied to what the
+// model reads (text, reasoning, tool names and arguments, tool results,
+// the system prompt and tool schemas), not to the log's JSON envelopes,
+// whose ids and sources the model never sees. Bytes / 4 over-counts
 // prose slightly and under-counts code and CJK text; the provider-reported
-// anchor keeps the error to what was logged since the last model call.
+// anchor corrects it up to what was logged since the last model call.
 const bytesPerToken = 4
+
+// messageOverhead is the heuristic size of a message beyond its content
+// (role markers and separators of the chat template): about 4 tokens.
+const messageOverhead = 4 * bytesPerToken
 
 // meter folds the log into what the token estimate needs. fold runs as a
 // log observer, under the log's lock, so it never calls the log; every
@@ -23,8 +30,8 @@ const bytesPerToken = 4
 // registering the observer and may see an event twice.
 type meter struct {
 	mu sync.Mutex
-	// size caches the payload bytes of surface events by seq, so an
-	// estimate never re-encodes history.
+	// size caches the heuristic bytes of surface events by seq (see
+	// payloadBytes), so an estimate never decodes or re-encodes history.
 	size map[int64]int // guarded by mu
 	// anchorSeq is the latest assistant/message with usage, and
 	// anchorTokens its prompt plus output tokens.
@@ -67,7 +74,7 @@ func (m *meter) fold(e session.Event) {
 		}
 		m.mu.Lock()
 		if e.Seq > m.headerSeq {
-			m.headerSeq, m.header, m.headerBytes = e.Seq, p.Header, len(e.Data)
+			m.headerSeq, m.header, m.headerBytes = e.Seq, p.Header, headerBytes(p.Header)
 		}
 		m.mu.Unlock()
 		return
@@ -91,9 +98,10 @@ func (m *meter) fold(e session.Event) {
 	if e.Type == session.TypeAssistantMsg {
 		_ = json.Unmarshal(e.Data, &usage)
 	}
+	size := payloadBytes(e.Data)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.size[e.Seq] = len(e.Data)
+	m.size[e.Seq] = size
 	if e.SurfaceOp != nil && e.SurfaceOp.Replace && e.Seq > m.replaceSeq {
 		m.replaceSeq = e.Seq
 	}
@@ -104,41 +112,92 @@ func (m *meter) fold(e session.Event) {
 }
 
 // estimate returns the prompt size in tokens of a request made of nodes
-// plus entering. With a valid anchor it is the anchor's tokens plus the
-// heuristic for the nodes logged after it; without one, the heuristic over
-// the request header (system prompt and tools) and every node.
+// plus entering: the larger of two measures, because either can be the
+// one that is wrong.
+//   - The anchored measure: the provider-reported tokens of the latest
+//     model call plus the heuristic for the nodes logged after it. It is
+//     exact where the heuristic is not (code, CJK text, images), but only
+//     while the anchor is valid, and a provider may under-report (usage
+//     without its cached part, or none at all).
+//   - The heuristic over the request header (system prompt and tools) and
+//     every node.
 func (m *meter) estimate(nodes []session.SurfaceNode, entering []llm.Message) int {
-	m.mu.Lock()
-	anchored := m.anchorSeq >= 0 && m.replaceSeq < m.anchorSeq
-	tokens, bytes := 0, 0
-	if anchored {
-		tokens = m.anchorTokens
-	} else {
-		bytes = m.headerBytes
-	}
-	for _, n := range nodes {
-		if anchored && n.Seq <= m.anchorSeq {
-			continue
-		}
-		bytes += m.sizeLocked(n)
-	}
-	m.trimLocked(nodes)
-	m.mu.Unlock()
+	s := m.scan(nodes)
+	enter := 0
 	for _, msg := range entering {
-		bytes += messageBytes(msg)
+		enter += messageBytes(msg)
 	}
-	return tokens + ceilDiv(bytes, bytesPerToken)
+	return s.tokens(enter)
 }
 
-// nodeTokens returns the heuristic size of each node, for planning.
+// nodeTokens returns the size in tokens of each node, for planning, in
+// the unit the trigger used. When the anchored measure is the larger, the
+// tokens the heuristic did not account for are spread over the nodes in
+// proportion to their heuristic sizes, so that header and nodes add up to
+// the estimate; without that, a plan would find that "everything fits"
+// in a tail budget the provider's count says is exceeded, and compact
+// nothing. They go to the nodes, not the header: the system prompt and
+// tool schemas are prose and JSON, which the heuristic measures well,
+// while what it misjudges (code, CJK text, images) is in the messages.
 func (m *meter) nodeTokens(nodes []session.SurfaceNode) []int {
+	s := m.scan(nodes)
 	out := make([]int, len(nodes))
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, n := range nodes {
-		out[i] = ceilDiv(m.sizeLocked(n), bytesPerToken)
+	nodeBytes := s.all - s.header
+	// share is the tokens the trigger attributes to the nodes.
+	share := s.tokens(0) - ceilDiv(s.header, bytesPerToken)
+	scale := nodeBytes > 0 && share > ceilDiv(nodeBytes, bytesPerToken)
+	for i, b := range s.sizes {
+		if scale {
+			// int64: the product of bytes and tokens may not fit in a
+			// 32-bit int.
+			out[i] = int(ceilDiv64(int64(b)*int64(share), int64(nodeBytes)))
+		} else {
+			out[i] = ceilDiv(b, bytesPerToken)
+		}
 	}
 	return out
+}
+
+// scanned is what one pass over the surface yields.
+type scanned struct {
+	sizes  []int // heuristic bytes of each node
+	header int   // heuristic bytes of the request header
+	// all is the heuristic bytes of the header and every node; after of
+	// the nodes logged after the anchor.
+	all, after   int
+	anchored     bool
+	anchorTokens int
+}
+
+// tokens is the estimate with enter more heuristic bytes entering.
+func (s scanned) tokens(enter int) int {
+	t := ceilDiv(s.all+enter, bytesPerToken)
+	if s.anchored {
+		t = max(t, s.anchorTokens+ceilDiv(s.after+enter, bytesPerToken))
+	}
+	return t
+}
+
+func (m *meter) scan(nodes []session.SurfaceNode) scanned {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := scanned{
+		sizes:        make([]int, len(nodes)),
+		header:       m.headerBytes,
+		all:          m.headerBytes,
+		anchored:     m.anchorSeq >= 0 && m.replaceSeq < m.anchorSeq,
+		anchorTokens: m.anchorTokens,
+	}
+	for i, n := range nodes {
+		b := m.sizeLocked(n)
+		s.sizes[i] = b
+		s.all += b
+		if s.anchored && n.Seq > m.anchorSeq {
+			s.after += b
+		}
+	}
+	m.trimLocked(nodes)
+	return s
 }
 
 func (m *meter) sizeLocked(n session.SurfaceNode) int {
@@ -169,12 +228,57 @@ func (m *meter) trimLocked(nodes []session.SurfaceNode) {
 	}
 }
 
-func messageBytes(m llm.Message) int {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return 0
+// imageTokens is what one image is taken to cost: about the most a
+// provider charges for an image at its default downscaling (Anthropic's
+// estimate for a 1.15-megapixel image is about 1,600 tokens). Counting
+// its base64 bytes instead would make one screenshot look like a hundred
+// thousand tokens, and the heuristic, which the estimate never goes
+// below, would compact at every step.
+const imageTokens = 1600
+
+// messageBytes is the heuristic size of m.
+func messageBytes(m llm.Message) int { return contentBytes(m.Content) + messageOverhead }
+
+// headerBytes is the heuristic size of a request header: the system
+// prompt and the tool schemas.
+func headerBytes(h session.RequestHeaderData) int {
+	n := len(h.System)
+	for _, t := range h.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
 	}
-	return len(b)
+	return n
+}
+
+// payloadBytes is messageBytes for a surface event's payload: the content
+// of a user/message or tool/result, or the message of an
+// assistant/message. A payload that does not decode counts whole.
+func payloadBytes(data []byte) int {
+	var p struct {
+		Content []llm.Block `json:"content"`
+		Message struct {
+			Content []llm.Block `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &p) != nil {
+		return len(data)
+	}
+	return contentBytes(p.Content) + contentBytes(p.Message.Content) + messageOverhead
+}
+
+// contentBytes is the heuristic size of blocks: the text the model reads,
+// with each image counted as imageTokens rather than its data. Reasoning
+// signatures are opaque to the model and not counted.
+func contentBytes(blocks []llm.Block) int {
+	n := 0
+	for _, b := range blocks {
+		if b.Type == llm.BlockImage {
+			n += imageTokens * bytesPerToken
+		}
+		n += len(b.Text) + len(b.Name) + len(b.Arguments) + contentBytes(b.Content)
+	}
+	return n
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func ceilDiv64(a, b int64) int64 { return (a + b - 1) / b }

@@ -26,52 +26,65 @@ func newLogBuilder(t *testing.T) *logBuilder {
 	return &logBuilder{t, l}
 }
 
-// add appends and returns the event's payload size in bytes.
-func (b *logBuilder) add(typ string, data any, opts ...session.AppendOption) int {
+// The heuristic measures what the model reads, 4 bytes a token: text,
+// tool names and arguments, the system prompt and tool schemas, plus 16
+// bytes a message; never the log's JSON envelopes.
+const perMessage = 16
+
+// add appends an event.
+func (b *logBuilder) add(typ string, data any, opts ...session.AppendOption) {
 	b.t.Helper()
-	e, err := b.log.Append(typ, data, opts...)
-	if err != nil {
+	if _, err := b.log.Append(typ, data, opts...); err != nil {
 		b.t.Fatal(err)
 	}
-	return len(e.Data)
 }
 
+// header logs a request header and returns its heuristic size in bytes.
 func (b *logBuilder) header() int {
-	return b.add(session.TypeRequestHeader, session.RequestHeader{Reason: "initial", Header: session.RequestHeaderData{
+	system, params := "system prompt "+strings.Repeat("s", 100), `{"type":"object"}`
+	b.add(session.TypeRequestHeader, session.RequestHeader{Reason: "initial", Header: session.RequestHeaderData{
 		Config: session.CallConfig{Provider: "deepseek", Model: "m"},
-		System: "system prompt " + strings.Repeat("s", 100),
-		Tools:  []llm.ToolSchema{{Name: "bash", Description: "run", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		System: system,
+		Tools:  []llm.ToolSchema{{Name: "bash", Description: "run", Parameters: json.RawMessage(params)}},
 	}})
+	return len(system) + len("bash") + len("run") + len(params)
 }
 
 func (b *logBuilder) window(n int) {
 	b.add(session.TypeRequestContext, session.RequestContext{Provider: "deepseek", Model: "m", ContextWindow: n})
 }
 
+// user, assistant, call and result log a message and return its
+// heuristic size in bytes.
 func (b *logBuilder) user(text string) int {
-	return b.add(session.TypeUserMessage, llm.Message{ID: "u", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(text)}, Source: llm.Source{Kind: "user"}}, session.Surface())
+	b.add(session.TypeUserMessage, llm.Message{ID: "u", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(text)}, Source: llm.Source{Kind: "user"}}, session.Surface())
+	return len(text) + perMessage
 }
 
 func (b *logBuilder) assistant(text string, usage *llm.Usage) int {
-	return b.add(session.TypeAssistantMsg, session.AssistantMessage{Turn: 1, Step: 1, Usage: usage,
+	b.add(session.TypeAssistantMsg, session.AssistantMessage{Turn: 1, Step: 1, Usage: usage,
 		Message: llm.Message{ID: "a", Role: llm.RoleAssistant, Content: []llm.Block{llm.TextBlock(text)}, Source: llm.Source{Kind: "model"}}}, session.Surface())
+	return len(text) + perMessage
 }
 
 func (b *logBuilder) call(id string, usage *llm.Usage) int {
-	return b.add(session.TypeAssistantMsg, session.AssistantMessage{Turn: 1, Step: 1, Usage: usage,
-		Message: llm.Message{ID: "a-" + id, Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolCall, ID: id, Name: "bash", Arguments: `{"command":"true"}`}}, Source: llm.Source{Kind: "model"}}}, session.Surface())
+	args := `{"command":"true"}`
+	b.add(session.TypeAssistantMsg, session.AssistantMessage{Turn: 1, Step: 1, Usage: usage,
+		Message: llm.Message{ID: "a-" + id, Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockToolCall, ID: id, Name: "bash", Arguments: args}}, Source: llm.Source{Kind: "model"}}}, session.Surface())
+	return len("bash") + len(args) + perMessage
 }
 
 func (b *logBuilder) result(id, text string) int {
-	return b.add(session.TypeToolResult, session.ToolResult{Turn: 1, Step: 1, CallID: id, Name: "bash", Content: []llm.Block{llm.TextBlock(text)}}, session.Surface())
+	b.add(session.TypeToolResult, session.ToolResult{Turn: 1, Step: 1, CallID: id, Name: "bash", Content: []llm.Block{llm.TextBlock(text)}}, session.Surface())
+	return len(text) + perMessage
 }
 
 func ceil4(n int) int { return (n + 3) / 4 }
 
 func TestEstimate(t *testing.T) {
-	usage := &llm.Usage{InputTokens: 100, CacheReadTokens: 50, CacheWriteTokens: 5, OutputTokens: 20}
+	usage := &llm.Usage{InputTokens: 3000, CacheReadTokens: 50, CacheWriteTokens: 5, OutputTokens: 20} // 3075
 	enter := llm.Message{ID: "e", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("entering " + strings.Repeat("e", 37))}, Source: llm.Source{Kind: "user"}}
-	enterBytes, _ := json.Marshal(enter)
+	enterBytes := len("entering ") + 37 + perMessage
 	for _, tc := range []struct {
 		name  string
 		build func(b *logBuilder) (want int, entering []llm.Message)
@@ -83,14 +96,14 @@ func TestEstimate(t *testing.T) {
 		}},
 		{"entering messages are counted", func(b *logBuilder) (int, []llm.Message) {
 			n := b.header() + b.user("hello")
-			return ceil4(n + len(enterBytes)), []llm.Message{enter}
+			return ceil4(n + enterBytes), []llm.Message{enter}
 		}},
 		{"anchor plus what came after it", func(b *logBuilder) (int, []llm.Message) {
 			b.header()
 			b.user(strings.Repeat("x", 4000)) // covered by the anchor
 			b.call("c1", usage)
 			n := b.result("c1", strings.Repeat("y", 999))
-			return 175 + ceil4(n), nil
+			return 3075 + ceil4(n), nil
 		}},
 		{"latest usage wins", func(b *logBuilder) (int, []llm.Message) {
 			b.header()
@@ -99,14 +112,31 @@ func TestEstimate(t *testing.T) {
 			b.result("c1", "out")
 			b.call("c2", usage)
 			n := b.result("c2", "out2")
-			return 175 + ceil4(n+len(enterBytes)), []llm.Message{enter}
+			return 3075 + ceil4(n+enterBytes), []llm.Message{enter}
 		}},
 		{"a message without usage does not move the anchor", func(b *logBuilder) (int, []llm.Message) {
 			b.header()
 			b.user("hello")
 			b.call("c1", usage)
 			n := b.result("c1", "out") + b.assistant("no usage reported", nil)
-			return 175 + ceil4(n), nil
+			return 3075 + ceil4(n), nil
+		}},
+		{"a provider that under-reports: the heuristic is the larger", func(b *logBuilder) (int, []llm.Message) {
+			n := b.header() + b.user(strings.Repeat("x", 4000))
+			n += b.call("c1", &llm.Usage{InputTokens: 10, OutputTokens: 5})
+			n += b.result("c1", strings.Repeat("y", 999))
+			return ceil4(n + enterBytes), []llm.Message{enter}
+		}},
+		{"an image counts as 1600 tokens, not its data", func(b *logBuilder) (int, []llm.Message) {
+			img := llm.Block{Type: llm.BlockImage, MediaType: "image/png", Data: strings.Repeat("A", 300_000)}
+			n := b.header()
+			b.add(session.TypeUserMessage, llm.Message{ID: "u", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("look"), img}, Source: llm.Source{Kind: "user"}}, session.Surface())
+			n += b.call("c1", nil)
+			b.add(session.TypeToolResult, session.ToolResult{Turn: 1, Step: 1, CallID: "c1", Name: "read_image", Content: []llm.Block{img}}, session.Surface())
+			n += len("look") + 2*perMessage // the user message and the tool result, besides their images
+			// Three images: two logged, one entering.
+			e := llm.Message{ID: "e", Role: llm.RoleUser, Content: []llm.Block{img}, Source: llm.Source{Kind: "user"}}
+			return ceil4(n+perMessage) + 3*1600, []llm.Message{e}
 		}},
 		{"a replace after the anchor falls back to the heuristic", func(b *logBuilder) (int, []llm.Message) {
 			h := b.header()
@@ -114,11 +144,11 @@ func TestEstimate(t *testing.T) {
 			b.call("c1", usage)
 			b.result("c1", "out")
 			sum := compaction.SummaryMessage("x", []llm.Block{llm.TextBlock("short")})
-			s := b.add(session.TypeUserMessage, sum, func(e *session.Event) {
+			b.add(session.TypeUserMessage, sum, func(e *session.Event) {
 				e.SurfaceOp = &session.SurfaceOp{Replace: true, Start: 0, End: 2}
 				e.SourceEventSeqs = []int64{1, 2, 3}
 			})
-			return ceil4(h + s), nil
+			return ceil4(h + len(sum.Text()) + perMessage), nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,25 +51,32 @@ type walkState struct {
 
 // walk runs the spec. It returns ctx's error when ctx ends first.
 func walk(ctx context.Context, spec *walkSpec) error {
+	return walkDir(ctx, spec, spec.root, "", rootState(spec.root), true)
+}
+
+// rootState is the state of a walk's root: the rules of the enclosing
+// repository, of the .gitignore files between its root and the walk
+// root, and of the walk root's own .gitignore.
+func rootState(root string) walkState {
 	st := walkState{g: &ignores{}}
-	if repo := findRepo(spec.root); repo != "" {
+	if repo := findRepo(root); repo != "" {
 		st.g = repoIgnores(repo)
-		rel, err := filepath.Rel(repo, spec.root)
+		rel, err := filepath.Rel(repo, root)
 		if err == nil && rel != "." {
 			// The .gitignore files between the repository root and the
-			// walk root apply too; the root's own is added below.
+			// walk root apply too; the root's own is added last.
 			st.gsegs = strings.Split(filepath.ToSlash(rel), "/")
 			dir := repo
 			for i, s := range st.gsegs[:len(st.gsegs)-1] {
 				dir = filepath.Join(dir, s)
 				st.g = st.g.with(readIgnoreFile(filepath.Join(dir, ".gitignore"), i+1))
 			}
-			st.g = st.g.with(readIgnoreFile(filepath.Join(spec.root, ".gitignore"), len(st.gsegs)))
+			st.g = st.g.with(readIgnoreFile(filepath.Join(root, ".gitignore"), len(st.gsegs)))
 		}
 	} else {
-		st.g = st.g.with(readIgnoreFile(filepath.Join(spec.root, ".gitignore"), 0))
+		st.g = st.g.with(readIgnoreFile(filepath.Join(root, ".gitignore"), 0))
 	}
-	return walkDir(ctx, spec, spec.root, "", st, true)
+	return st
 }
 
 func walkDir(ctx context.Context, spec *walkSpec, dir, rel string, st walkState, isRoot bool) error {

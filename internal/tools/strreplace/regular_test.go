@@ -49,6 +49,7 @@ func TestEditsRenameAndKeepMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.Stat(h.path("f.txt"))
+	h.view(t, "f.txt")
 	if r := h.run(t, Name, map[string]any{"command": "str_replace", "path": "f.txt", "old_str": "one", "new_str": "uno"}); r.IsError {
 		t.Fatalf("str_replace: %+v", r.Error)
 	}

@@ -2,10 +2,12 @@
 // file editor many models are trained on: one tool whose command
 // argument selects view, create, str_replace or insert.
 //
-// Unlike the fs package's edit and write, it does not require a file to
-// be read before it is changed: its contract (the tool catalog) has no
-// such rule. With a shared [fs.Tracker] its views and edits are recorded,
-// so that the fs tools accept files this tool showed or wrote.
+// Like the fs package's edit and write, it changes only what the session
+// has seen: str_replace and insert refuse a file the session has not
+// viewed (NOT_READ) or that changed since (STALE_READ), and create never
+// overwrites. With a shared [fs.Tracker] its views and edits are recorded
+// there, so a read with the fs read tool counts as a view and the fs
+// tools accept files this tool showed or wrote.
 package strreplace
 
 import (
@@ -13,9 +15,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -58,9 +58,10 @@ type Options struct {
 	// MaxEditBytes is the largest file str_replace and insert load; 0
 	// means fs.DefaultMaxEditBytes.
 	MaxEditBytes int `yaml:"max_edit_bytes,omitempty"`
-	// Tracker, when shared with the fs tools, receives the state of every
-	// file this tool views or writes. Nil means a tracker of this tool's
-	// own, used only to serialise writes.
+	// Tracker records the state of every file this tool views or writes,
+	// which str_replace and insert check. Shared with the fs tools, a read
+	// counts as a view and the other way round. Nil means a tracker of
+	// this tool's own.
 	Tracker *fstools.Tracker `yaml:"-"`
 }
 
@@ -206,53 +207,6 @@ func view(o Options, c *tool.Call, a fstools.Args, path string) (string, error) 
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-// listDir lists the non-hidden entries of dir up to two levels deep, like
-// `find dir -maxdepth 2 -not -path '*/.*'`, directories marked with a
-// trailing slash.
-func listDir(o Options, dir string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Here's the files and directories up to 2 levels deep in %s, excluding hidden items:\n%s\n", dir, dir)
-	n, clipped := 0, false
-	root := dir
-	if li, err := os.Lstat(dir); err == nil && li.Mode()&fs.ModeSymlink != 0 {
-		// WalkDir does not follow a symlinked root; a trailing separator
-		// makes it.
-		root += string(filepath.Separator)
-	}
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if p == root {
-			return err // an unreadable root ends the walk
-		}
-		// An unreadable subdirectory was listed already; its contents
-		// are left out rather than failing the whole view.
-		if err != nil || strings.HasPrefix(d.Name(), ".") {
-			if d != nil && d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		line := p
-		if d.IsDir() {
-			line += "/"
-		}
-		if n == maxListed || b.Len()+len(line) >= o.MaxOutputChars {
-			clipped = true
-			return filepath.SkipAll
-		}
-		n++
-		b.WriteString(line)
-		b.WriteByte('\n')
-		if rel, _ := filepath.Rel(dir, p); d.IsDir() && strings.Count(rel, string(filepath.Separator)) >= 1 {
-			return filepath.SkipDir // two levels deep: list, do not enter
-		}
-		return nil
-	})
-	if clipped {
-		b.WriteString(clippedNote)
-	}
-	return strings.TrimSuffix(b.String(), "\n")
-}
-
 func create(o Options, c *tool.Call, a fstools.Args, path string) (string, string, error) {
 	content, err := required(a, "file_text", "create")
 	if err != nil {
@@ -291,8 +245,11 @@ func strReplace(o Options, c *tool.Call, a fstools.Args, path string) (string, s
 	}
 	unlock := o.Tracker.Lock(path)
 	defer unlock()
-	content, _, err := fstools.ReadText(path, o.MaxEditBytes)
+	content, cur, err := fstools.ReadText(path, o.MaxEditBytes)
 	if err != nil {
+		return "", "", err
+	}
+	if err := fresh(o, c, path, cur, "str_replace"); err != nil {
 		return "", "", err
 	}
 	o2, r2 := fstools.AdaptLineEndings(content, old), fstools.AdaptLineEndings(content, repl)
@@ -344,29 +301,68 @@ func insert(o Options, c *tool.Call, a fstools.Args, path string) (string, strin
 	}
 	unlock := o.Tracker.Lock(path)
 	defer unlock()
-	content, _, err := fstools.ReadText(path, o.MaxEditBytes)
+	content, cur, err := fstools.ReadText(path, o.MaxEditBytes)
 	if err != nil {
 		return "", "", err
 	}
-	n := fstools.LineCount(content)
-	if line < 0 || line > n {
-		return "", "", a.Invalid("invalid `insert_line` parameter: %d. It should be within the range of lines of the file: [0, %d]", line, n)
+	if err := fresh(o, c, path, cur, "insert"); err != nil {
+		return "", "", err
 	}
+	n := fstools.LineCount(content)
+	terminated := strings.HasSuffix(content, "\n")
+	// The reference implementation splits the file on "\n", so a file
+	// ending in a newline has an empty line after its last one, and
+	// insert_line may name it: n+1 inserts at the end, as n does.
+	last := n
+	if terminated {
+		last = n + 1
+	}
+	if line < 0 || line > last {
+		return "", "", a.Invalid("invalid `insert_line` parameter: %d. It should be within the range of lines of the file: [0, %d]", line, last)
+	}
+	line = min(line, n)
 	eol := fstools.LineEnding(content)
 	text = fstools.AdaptLineEndings(content, text)
 	if !strings.HasSuffix(text, "\n") {
 		text += eol
 	}
 	off := fstools.LineOffset(content, line)
-	if line == n && content != "" && !strings.HasSuffix(content, "\n") {
-		// After an unterminated last line: end that line first.
-		off, text = len(content), eol+text
+	if line == n && content != "" && !terminated {
+		// After an unterminated last line: end that line, and leave the
+		// new last line unterminated, as the file's was.
+		off, text = len(content), eol+trimEOL(text)
 	}
 	r := fstools.NewReplacement(content, "", text, []int{off})
 	if err := commit(o, c, path, r.After); err != nil {
 		return "", "", err
 	}
 	return edited(path, r.After, line+1, line+fstools.LineCount(strings.TrimPrefix(text, eol))), r.Diff(path), nil
+}
+
+// trimEOL removes one trailing line ending.
+func trimEOL(s string) string {
+	if t, ok := strings.CutSuffix(s, "\r\n"); ok {
+		return t
+	}
+	return strings.TrimSuffix(s, "\n")
+}
+
+// fresh refuses to change a file the session has not viewed (with view,
+// or the fs read tool sharing the tracker) or that changed since: the
+// rule, and the error codes, of the fs edit and write tools.
+func fresh(o Options, c *tool.Call, path string, cur fstools.FileState, cmd string) error {
+	seen, ok := o.Tracker.Lookup(c.SessionID, path)
+	switch {
+	case !ok:
+		return tool.Errorf(fstools.CodeNotRead,
+			"%s refused: %s has not been viewed in this session. View it first with `view` (a `view_range` around the lines to change is enough), then retry",
+			cmd, path)
+	case seen.Hash != cur.Hash:
+		return tool.Errorf(fstools.CodeStaleRead,
+			"%s refused: %s has changed since it was last viewed (it may have been edited by the user, a command or another agent). View it again to see the current content, then retry",
+			cmd, path)
+	}
+	return nil
 }
 
 // commit writes content to path atomically and records the new state.

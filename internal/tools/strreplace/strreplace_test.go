@@ -36,11 +36,17 @@ func newHarness(t *testing.T, opts Options) *harness {
 
 func (h *harness) run(t *testing.T, name string, args map[string]any) tool.Result {
 	t.Helper()
+	return h.runAs(t, "s1", name, args)
+}
+
+// runAs runs a call as session.
+func (h *harness) runAs(t *testing.T, session, name string, args map[string]any) tool.Result {
+	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h.p.Run(context.Background(), &tool.Call{ID: "c1", Name: name, RawArguments: string(raw), Cwd: h.dir, SessionID: "s1"})
+	return h.p.Run(context.Background(), &tool.Call{ID: "c1", Name: name, RawArguments: string(raw), Cwd: h.dir, SessionID: session})
 }
 
 func (h *harness) path(name string) string { return filepath.Join(h.dir, name) }
@@ -53,6 +59,14 @@ func (h *harness) write(t *testing.T, name, content string) {
 	}
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// view views a file with the tool, as str_replace and insert require.
+func (h *harness) view(t *testing.T, name string) {
+	t.Helper()
+	if r := h.run(t, Name, map[string]any{"command": "view", "path": name}); r.IsError {
+		t.Fatalf("view %s: %s", name, text(r))
 	}
 }
 
@@ -155,8 +169,18 @@ func TestCommands(t *testing.T) {
 			"", "", "one\ntwo\n2a\n2b\nthree\nfour\nfive\n", Options{}},
 		{"insert at the end", map[string]string{"f.txt": five}, map[string]any{"command": "insert", "path": "f.txt", "insert_line": 5, "new_str": "six"},
 			"", "", five + "six\n", Options{}},
-		{"insert after an unterminated last line", map[string]string{"f.txt": "a\nb"}, map[string]any{"command": "insert", "path": "f.txt", "insert_line": 2, "new_str": "c"},
-			"", "", "a\nb\nc\n", Options{}},
+		{"insert after an unterminated last line adds no newline", map[string]string{"f.txt": "a\nb"}, map[string]any{"command": "insert", "path": "f.txt", "insert_line": 2, "new_str": "c"},
+			"The file PATH has been edited. Here's the result of running `cat -n` on a snippet of PATH:\n" +
+				numbered(1, "a", "b", "c") + "Review the changes and make sure they are as expected. Edit the file again if necessary.",
+			"", "a\nb\nc", Options{}},
+		{"insert of a terminated text after an unterminated last line", map[string]string{"f.txt": "a\nb"}, map[string]any{"command": "insert", "path": "f.txt", "insert_line": 2, "new_str": "c\nd\n"},
+			"", "", "a\nb\nc\nd", Options{}},
+		{"insert after an unterminated crlf line", map[string]string{"f.txt": "a\r\nb"}, map[string]any{"command": "insert", "path": "f.txt", "insert_line": 2, "new_str": "c\n"},
+			"", "", "a\r\nb\r\nc", Options{}},
+		{"insert_line one past a final newline is the end", map[string]string{"f.txt": five}, map[string]any{"command": "insert", "path": "f.txt", "insert_line": 6, "new_str": "six"},
+			"The file PATH has been edited. Here's the result of running `cat -n` on a snippet of PATH:\n" +
+				numbered(2, "two", "three", "four", "five", "six") + "Review the changes and make sure they are as expected. Edit the file again if necessary.",
+			"", five + "six\n", Options{}},
 		{"insert into an empty file", map[string]string{"f.txt": ""}, map[string]any{"command": "insert", "path": "f.txt", "insert_line": 0, "new_str": "only"},
 			"", "", "only\n", Options{}},
 		{"insert keeps crlf", map[string]string{"f.txt": "a\r\nb\r\n"}, map[string]any{"command": "insert", "path": "f.txt", "insert_line": 1, "new_str": "x\ny"},
@@ -178,6 +202,9 @@ func TestCommands(t *testing.T) {
 			}
 			if tt.args["path"] == "ABS" {
 				tt.args["path"] = h.path(file)
+			}
+			if tt.args["command"] == "str_replace" || tt.args["command"] == "insert" {
+				h.view(t, file)
 			}
 			r := h.run(t, Name, tt.args)
 			if r.IsError {
@@ -201,7 +228,7 @@ func TestViewDirectory(t *testing.T) {
 		h.write(t, f, "")
 	}
 	r := h.run(t, Name, map[string]any{"command": "view", "path": h.dir})
-	want := "Here's the files and directories up to 2 levels deep in " + h.dir + ", excluding hidden items:\n" + h.dir + "\n" +
+	want := "Here's the files and directories up to 2 levels deep in " + h.dir + ", excluding hidden items and the contents of ignored directories:\n" + h.dir + "\n" +
 		strings.Join([]string{h.path("a.go"), h.path("sub") + "/", h.path("sub/b.go"), h.path("sub/deep") + "/"}, "\n")
 	if r.IsError || text(r) != want {
 		t.Fatalf("got\n%s\nwant\n%s", text(r), want)
@@ -214,11 +241,11 @@ func TestViewDirectory(t *testing.T) {
 	if want := h.path("link") + "\n" + h.path("link/b.go") + "\n" + h.path("link/deep") + "/\n" + h.path("link/deep/c.go") + "\n" + h.path("link/deep/deeper") + "/"; r.IsError || !strings.HasSuffix(text(r), want) {
 		t.Fatalf("got\n%s\nwant suffix\n%s", text(r), want)
 	}
-	small := newHarness(t, Options{MaxOutputChars: 200})
+	small := newHarness(t, Options{MaxOutputChars: 300})
 	for i := range 20 {
 		small.write(t, "file-with-a-long-name-"+string(rune('a'+i)), "")
 	}
-	if r := small.run(t, Name, map[string]any{"command": "view", "path": "."}); r.IsError || !strings.HasSuffix(text(r), clippedNote) || len(text(r)) > 200+len(clippedNote) {
+	if r := small.run(t, Name, map[string]any{"command": "view", "path": "."}); r.IsError || !strings.HasSuffix(text(r), clippedNote) || len(text(r)) > 300+len(clippedNote) {
 		t.Fatalf("not clipped: %q", text(r))
 	}
 }
@@ -252,8 +279,8 @@ func TestErrors(t *testing.T) {
 		{"str_replace missing file", map[string]any{"command": "str_replace", "path": "nope.txt", "old_str": "a"}, fstools.CodeFileNotFound, "file not found"},
 		{"insert without insert_line", map[string]any{"command": "insert", "path": "f.txt", "new_str": "x"}, "INVALID_ARGS", "`insert_line` is required"},
 		{"insert without new_str", map[string]any{"command": "insert", "path": "f.txt", "insert_line": 1}, "INVALID_ARGS", "`new_str` is required"},
-		{"insert line out of range", map[string]any{"command": "insert", "path": "f.txt", "insert_line": 6, "new_str": "x"}, "INVALID_ARGS", "[0, 5]"},
-		{"insert negative line", map[string]any{"command": "insert", "path": "f.txt", "insert_line": -1, "new_str": "x"}, "INVALID_ARGS", "[0, 5]"},
+		{"insert line out of range", map[string]any{"command": "insert", "path": "f.txt", "insert_line": 7, "new_str": "x"}, "INVALID_ARGS", "[0, 6]"},
+		{"insert negative line", map[string]any{"command": "insert", "path": "f.txt", "insert_line": -1, "new_str": "x"}, "INVALID_ARGS", "[0, 6]"},
 		{"insert_line not an integer", map[string]any{"command": "insert", "path": "f.txt", "insert_line": "2", "new_str": "x"}, "INVALID_ARGS", "insert_line must be an integer"},
 	}
 	for _, tt := range tests {
@@ -261,6 +288,7 @@ func TestErrors(t *testing.T) {
 			h := newHarness(t, Options{})
 			h.write(t, "f.txt", five)
 			h.write(t, "bin", "a\x00b")
+			h.view(t, "f.txt")
 			r := h.run(t, Name, tt.args)
 			if !r.IsError || code(r) != tt.code || !strings.Contains(text(r), tt.sub) {
 				t.Fatalf("got isError=%v code=%q %q; want %s containing %q", r.IsError, code(r), text(r), tt.code, tt.sub)
@@ -272,14 +300,17 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// TestSharedTracker checks that with a shared tracker the fs tools accept
-// what this tool showed or wrote, and that this tool itself needs no
-// prior read.
+// TestSharedTracker checks that with a shared tracker a read with the fs
+// read tool counts as a view, and the fs tools accept what this tool
+// showed or wrote.
 func TestSharedTracker(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.write(t, "f.txt", five)
+	if r := h.run(t, fstools.NameRead, map[string]any{"file_path": "f.txt"}); r.IsError {
+		t.Fatal(text(r))
+	}
 	if r := h.run(t, Name, map[string]any{"command": "str_replace", "path": "f.txt", "old_str": "one", "new_str": "1"}); r.IsError {
-		t.Fatalf("str_replace without a read: %s", text(r))
+		t.Fatalf("str_replace after a read: %s", text(r))
 	}
 	if r := h.run(t, fstools.NameEdit, map[string]any{"file_path": "f.txt", "old_string": "two", "new_string": "2"}); r.IsError {
 		t.Fatalf("edit after str_replace: %s", text(r))
@@ -295,6 +326,6 @@ func TestSharedTracker(t *testing.T) {
 	r := h.run(t, Name, map[string]any{"command": "insert", "path": "g.txt", "insert_line": 1, "new_str": "more"})
 	if err := json.Unmarshal(r.Meta, &m); err != nil || m.Command != "insert" || m.Path != h.path("g.txt") ||
 		!strings.Contains(m.Diff, "@@ -1,1 +1,2 @@\n-new\n+new\n+more\n") {
-		t.Fatalf("meta %+v %v", m, err)
+		t.Fatalf("meta %+v %v: %s", m, err, text(r))
 	}
 }
