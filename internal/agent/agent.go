@@ -339,9 +339,15 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 	var reason *session.TurnEndReason
 	boundary := true
 	for step := 1; ; step++ {
-		claimed, err := a.inbox.claim(boundary)
+		claimed, refused, err := a.inbox.claim(boundary, a.checkSize)
 		if err != nil {
 			return out, err
+		}
+		if refused != nil {
+			// Before the hooks, so that nothing (not even a compaction's
+			// summary call) is requested for input that cannot fit.
+			reason = &session.TurnEndReason{Kind: session.EndError, Failure: refused}
+			break
 		}
 		enter, reject, err := a.preStep(ctx, turn, step, claimed)
 		if err != nil {
@@ -391,6 +397,13 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 		return out, err
 	}
 	return out, nil
+}
+
+// checkSize refuses entering messages that cannot fit the model's context
+// window even with the whole history compacted away (compaction keeps
+// them verbatim).
+func (a *Agent) checkSize(enter []llm.Message) *llm.Failure {
+	return llm.CheckPromptSize(a.cfg.Route.Model.ContextWindow, enter)
 }
 
 func (a *Agent) preStep(ctx context.Context, turn, step int, msgs []llm.Message) ([]llm.Message, bool, error) {

@@ -42,26 +42,41 @@ func (ib *inbox) push(target string, msg llm.Message) error {
 
 // claim removes and returns what a step may take: at a turn boundary all
 // of next-step plus exactly one next-turn message; between steps only
-// next-step.
-func (ib *inbox) claim(turnBoundary bool) ([]llm.Message, error) {
+// next-step. When check refuses what would be taken, it is removed all
+// the same, with outcome "refused" (it must not wait to be refused
+// again), and the refusal is returned instead of the messages.
+func (ib *inbox) claim(turnBoundary bool, check func([]llm.Message) *llm.Failure) ([]llm.Message, *llm.Failure, error) {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
 	var out []llm.Message
-	if len(ib.nextStep) > 0 {
-		if err := ib.removeLocked(session.TargetNextStep, len(ib.nextStep), ""); err != nil {
-			return nil, err
+	out = append(out, ib.nextStep...)
+	takeTurn := turnBoundary && len(ib.nextTurn) > 0
+	if takeTurn {
+		out = append(out, ib.nextTurn[0])
+	}
+	var refused *llm.Failure
+	outcome := ""
+	if len(out) > 0 && check != nil {
+		if refused = check(out); refused != nil {
+			outcome = "refused"
 		}
-		out = append(out, ib.nextStep...)
+	}
+	if len(ib.nextStep) > 0 {
+		if err := ib.removeLocked(session.TargetNextStep, len(ib.nextStep), outcome); err != nil {
+			return nil, nil, err
+		}
 		ib.nextStep = nil
 	}
-	if turnBoundary && len(ib.nextTurn) > 0 {
-		if err := ib.removeLocked(session.TargetNextTurn, 1, ""); err != nil {
-			return nil, err
+	if takeTurn {
+		if err := ib.removeLocked(session.TargetNextTurn, 1, outcome); err != nil {
+			return nil, nil, err
 		}
-		out = append(out, ib.nextTurn[0])
 		ib.nextTurn = ib.nextTurn[1:]
 	}
-	return out, nil
+	if refused != nil {
+		return nil, refused, nil
+	}
+	return out, nil, nil
 }
 
 func (ib *inbox) removeLocked(target string, n int, outcome string) error {

@@ -1,8 +1,13 @@
 package agent_test
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/dsh-dev/dsh/internal/agent"
+	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 	"github.com/dsh-dev/dsh/internal/session"
 )
@@ -94,5 +99,75 @@ func TestToolCallTurnContentEmptyString(t *testing.T) {
 	}
 	if !seen {
 		t.Error("no assistant message in the second request")
+	}
+}
+
+// TestPromptLargerThanWindowRefused: input that cannot fit the context
+// window is refused before any request (no pre-step hook runs, so not even
+// a compaction is attempted), with both sizes in a PROMPT_TOO_LARGE
+// failure; it never enters the history, and the session goes on.
+func TestPromptLargerThanWindowRefused(t *testing.T) {
+	h := newHarness(t)
+	var hooked int
+	h.agent = h.newAgentWith(h.log, func(c *agent.Config) {
+		c.Hooks.PreStep = append(c.Hooks.PreStep, func(_ context.Context, in agent.PreStep) ([]llm.Message, bool, error) {
+			hooked++
+			return in.Messages, false, nil
+		})
+	})
+	h.srv.Enqueue(llmtest.Response{Text: "small one answered"})
+	huge := strings.Repeat("lorem ipsum ", 1000) // 3,000 tokens for a 1,000-token window
+	out := h.run(t.Context(), huge)
+	f := out.Reason.Failure
+	if out.Reason.Kind != session.EndError || f == nil || f.Code != llm.CodePromptTooLarge {
+		t.Fatalf("outcome %+v", out)
+	}
+	if f.ContextWindow != 1000 || f.EstimatedTokens != 3000 ||
+		!strings.Contains(f.Message, "1000 tokens") || !strings.Contains(f.Message, fmt.Sprint(f.EstimatedTokens)) {
+		t.Errorf("failure %+v lacks the sizes", f)
+	}
+	if n := h.srv.RequestCount(); n != 0 || hooked != 0 {
+		t.Fatalf("%d requests and %d pre-step hooks before the refusal", n, hooked)
+	}
+	events := h.log.Events()
+	checkBalanced(t, events)
+	if n := len(eventsOf[llm.Message](t, events, session.TypeUserMessage)); n != 0 {
+		t.Errorf("%d user messages logged for a refused prompt", n)
+	}
+	var refused int
+	for _, sp := range eventsOf[session.InboxSpliced](t, events, session.TypeInboxSpliced) {
+		if sp.Outcome == "refused" && sp.RemovedCount == 1 {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d refused splices, want 1", refused)
+	}
+	ends := eventsOf[session.TurnEnd](t, events, session.TypeTurnEnd)
+	if len(ends) != 1 || ends[0].Reason.Failure == nil || ends[0].Reason.Failure.EstimatedTokens != f.EstimatedTokens {
+		t.Errorf("turn/end %+v", ends)
+	}
+
+	// The refused prompt is not pending any more and never reaches a request.
+	out = h.run(t.Context(), "small")
+	if out.Reason.Kind != session.EndCompleted || out.Text != "small one answered" {
+		t.Fatalf("second outcome %+v", out)
+	}
+	if body := string(h.srv.Requests()[0].Body); strings.Contains(body, "lorem") {
+		t.Error("the refused prompt reached a request")
+	}
+}
+
+// TestPromptNearWindowSent: a prompt that fits, even close to the window,
+// is sent.
+func TestPromptNearWindowSent(t *testing.T) {
+	h := newHarness(t)
+	h.srv.Enqueue(llmtest.Response{Text: "ok"})
+	prompt := strings.Repeat("x", 4*1000)
+	if out := h.run(t.Context(), prompt); out.Reason.Kind != session.EndCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	if n := h.srv.RequestCount(); n != 1 {
+		t.Errorf("%d requests, want 1", n)
 	}
 }
