@@ -339,7 +339,7 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 	var reason *session.TurnEndReason
 	boundary := true
 	for step := 1; ; step++ {
-		claimed, refused, err := a.inbox.claim(boundary, a.checkSize)
+		took, refused, err := a.inbox.claim(boundary, a.checkSize)
 		if err != nil {
 			return out, err
 		}
@@ -349,7 +349,7 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 			reason = &session.TurnEndReason{Kind: session.EndError, Failure: refused}
 			break
 		}
-		enter, reject, err := a.preStep(ctx, turn, step, claimed)
+		enter, reject, err := a.preStep(ctx, turn, step, took.messages())
 		if err != nil {
 			reason = a.failReason(ctx, err)
 			break
@@ -362,7 +362,7 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 			reason = &session.TurnEndReason{Kind: session.EndCompleted}
 			break
 		}
-		sr, err := a.runStep(ctx, turn, step, enter, &out)
+		sr, err := a.runStep(ctx, turn, step, enter, took, &out)
 		if err != nil && !isLLMOrCancel(err) {
 			return out, err
 		}

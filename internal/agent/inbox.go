@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"reflect"
 	"sync"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -13,12 +14,43 @@ import (
 // agent/inbox/spliced so that a log reader can reconstruct it.
 type inbox struct {
 	mu       sync.Mutex
-	nextTurn []llm.Message // guarded by mu
-	nextStep []llm.Message // guarded by mu
+	nextTurn []queued // guarded by mu
+	nextStep []queued // guarded by mu
 	log      *session.Log
 }
 
-func (ib *inbox) list(target string) *[]llm.Message {
+// queued is a pending message and where the log holds it: a message that
+// enters the history is logged as a reference to it (session.InboxRef),
+// so that it is stored once.
+type queued struct {
+	msg llm.Message
+	ref session.InboxRef
+}
+
+// claimed is what a step took from the inbox.
+type claimed []queued
+
+// messages returns the claimed messages in order.
+func (c claimed) messages() []llm.Message {
+	var out []llm.Message
+	for _, q := range c {
+		out = append(out, q.msg)
+	}
+	return out
+}
+
+// ref returns the inbox reference of m when m was claimed unchanged (a
+// pre-step hook may have rewritten or added messages).
+func (c claimed) ref(m llm.Message) (session.InboxRef, bool) {
+	for _, q := range c {
+		if q.msg.ID == m.ID && reflect.DeepEqual(q.msg, m) {
+			return q.ref, true
+		}
+	}
+	return session.InboxRef{}, false
+}
+
+func (ib *inbox) list(target string) *[]queued {
 	if target == session.TargetNextTurn {
 		return &ib.nextTurn
 	}
@@ -30,13 +62,13 @@ func (ib *inbox) push(target string, msg llm.Message) error {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
 	l := ib.list(target)
-	_, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
+	e, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
 		Target: target, Start: len(*l), Inserted: []llm.Message{msg},
 	})
 	if err != nil {
 		return err
 	}
-	*l = append(*l, msg)
+	*l = append(*l, queued{msg: msg, ref: session.InboxRef{Seq: e.Seq}})
 	return nil
 }
 
@@ -45,10 +77,10 @@ func (ib *inbox) push(target string, msg llm.Message) error {
 // next-step. When check refuses what would be taken, it is removed all
 // the same, with outcome "refused" (it must not wait to be refused
 // again), and the refusal is returned instead of the messages.
-func (ib *inbox) claim(turnBoundary bool, check func([]llm.Message) *llm.Failure) ([]llm.Message, *llm.Failure, error) {
+func (ib *inbox) claim(turnBoundary bool, check func([]llm.Message) *llm.Failure) (claimed, *llm.Failure, error) {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	var out []llm.Message
+	var out claimed
 	out = append(out, ib.nextStep...)
 	takeTurn := turnBoundary && len(ib.nextTurn) > 0
 	if takeTurn {
@@ -57,7 +89,7 @@ func (ib *inbox) claim(turnBoundary bool, check func([]llm.Message) *llm.Failure
 	var refused *llm.Failure
 	outcome := ""
 	if len(out) > 0 && check != nil {
-		if refused = check(out); refused != nil {
+		if refused = check(out.messages()); refused != nil {
 			outcome = "refused"
 		}
 	}
@@ -125,8 +157,10 @@ func (ib *inbox) restore(events []session.Event) {
 		l := ib.list(sp.Target)
 		start := min(max(sp.Start, 0), len(*l))
 		end := min(start+sp.RemovedCount, len(*l))
-		next := append([]llm.Message(nil), (*l)[:start]...)
-		next = append(next, sp.Inserted...)
+		next := append([]queued(nil), (*l)[:start]...)
+		for i, m := range sp.Inserted {
+			next = append(next, queued{msg: m, ref: session.InboxRef{Seq: e.Seq, Index: i}})
+		}
 		*l = append(next, (*l)[end:]...)
 	}
 }

@@ -171,3 +171,71 @@ func TestPromptNearWindowSent(t *testing.T) {
 		t.Errorf("%d requests, want 1", n)
 	}
 }
+
+// memSink records what a log stores.
+type memSink struct{ events []session.Event }
+
+func (m *memSink) Append(_ context.Context, _ string, evs []session.Event) error {
+	m.events = append(m.events, evs...)
+	return nil
+}
+
+// TestPromptStoredOnce: a prompt is stored once, in the splice that queued
+// it; its user/message is stored as a reference, also for a prompt queued
+// before a restart and claimed by the resumed agent, and the requests
+// carry it whole.
+func TestPromptStoredOnce(t *testing.T) {
+	h := newHarness(t)
+	sink := &memSink{}
+	hd := session.Header{ID: "stored-once", Cwd: t.TempDir()}
+	log, err := session.NewLog(hd, nil, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := h.newAgent(log)
+	h.srv.Enqueue(llmtest.Response{Text: "one"}, llmtest.Response{Text: "two"})
+	if err := first.Queue(agent.NewUserMessage("prompt-alpha")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Queued, then the process stops before running it.
+	if err := first.Queue(agent.NewUserMessage("prompt-beta")); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := session.NewLog(hd, sink.events, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.newAgent(resumed).Run(t.Context()); err != nil || out.Text != "two" {
+		t.Fatalf("resumed run: %+v, %v", out, err)
+	}
+	if err := resumed.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"prompt-alpha", "prompt-beta"} {
+		n := 0
+		for _, e := range sink.events {
+			n += strings.Count(string(e.Data), `"text":"`+p+`"`)
+		}
+		if n != 1 {
+			t.Errorf("%s is stored %d times, want once", p, n)
+		}
+	}
+	var texts []string
+	for _, m := range resumed.Messages() {
+		if m.Role == llm.RoleUser {
+			texts = append(texts, m.Text())
+		}
+	}
+	if strings.Join(texts, ",") != "prompt-alpha,prompt-beta" {
+		t.Errorf("history user texts %v", texts)
+	}
+	if body := string(h.srv.Requests()[1].Body); !strings.Contains(body, "prompt-alpha") || !strings.Contains(body, "prompt-beta") {
+		t.Errorf("second request lacks a prompt: %s", body)
+	}
+}
