@@ -339,11 +339,17 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 	var reason *session.TurnEndReason
 	boundary := true
 	for step := 1; ; step++ {
-		claimed, err := a.inbox.claim(boundary)
+		took, refused, err := a.inbox.claim(boundary, a.checkSize)
 		if err != nil {
 			return out, err
 		}
-		enter, reject, err := a.preStep(ctx, turn, step, claimed)
+		if refused != nil {
+			// Before the hooks, so that nothing (not even a compaction's
+			// summary call) is requested for input that cannot fit.
+			reason = &session.TurnEndReason{Kind: session.EndError, Failure: refused}
+			break
+		}
+		enter, reject, err := a.preStep(ctx, turn, step, took.messages())
 		if err != nil {
 			reason = a.failReason(ctx, err)
 			break
@@ -356,7 +362,7 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 			reason = &session.TurnEndReason{Kind: session.EndCompleted}
 			break
 		}
-		sr, err := a.runStep(ctx, turn, step, enter, &out)
+		sr, err := a.runStep(ctx, turn, step, enter, took, &out)
 		if err != nil && !isLLMOrCancel(err) {
 			return out, err
 		}
@@ -391,6 +397,13 @@ func (a *Agent) runTurn(parent context.Context) (out Outcome, err error) {
 		return out, err
 	}
 	return out, nil
+}
+
+// checkSize refuses entering messages that cannot fit the model's context
+// window even with the whole history compacted away (compaction keeps
+// them verbatim).
+func (a *Agent) checkSize(enter []llm.Message) *llm.Failure {
+	return llm.CheckPromptSize(a.cfg.Route.Model.ContextWindow, enter)
 }
 
 func (a *Agent) preStep(ctx context.Context, turn, step int, msgs []llm.Message) ([]llm.Message, bool, error) {

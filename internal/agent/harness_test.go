@@ -54,8 +54,14 @@ func newHarness(t *testing.T, extra ...tool.Definition) *harness {
 
 func (h *harness) newAgent(log *session.Log) *agent.Agent {
 	h.t.Helper()
+	return h.newAgentWith(log, nil)
+}
+
+// newAgentWith is newAgent with the config adjusted by edit (if not nil).
+func (h *harness) newAgentWith(log *session.Log, edit func(*agent.Config)) *agent.Agent {
+	h.t.Helper()
 	ad := openai.New(openai.Config{Provider: "deepseek", BaseURL: h.srv.URL(), APIKey: "k", DeepSeek: true, IdleTimeout: 5 * time.Second})
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		Log:      log,
 		Route:    agent.Route{Provider: "deepseek", Model: llm.ModelInfo{ID: "deepseek-v4-flash", ContextWindow: 1000}, Adapter: ad, Retry: llm.DefaultRetryPolicy()},
 		Tools:    h.reg,
@@ -67,7 +73,11 @@ func (h *harness) newAgent(log *session.Log) *agent.Agent {
 			h.mu.Unlock()
 			return ctx.Err()
 		},
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"reflect"
 	"sync"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -13,12 +14,43 @@ import (
 // agent/inbox/spliced so that a log reader can reconstruct it.
 type inbox struct {
 	mu       sync.Mutex
-	nextTurn []llm.Message // guarded by mu
-	nextStep []llm.Message // guarded by mu
+	nextTurn []queued // guarded by mu
+	nextStep []queued // guarded by mu
 	log      *session.Log
 }
 
-func (ib *inbox) list(target string) *[]llm.Message {
+// queued is a pending message and where the log holds it: a message that
+// enters the history is logged as a reference to it (session.InboxRef),
+// so that it is stored once.
+type queued struct {
+	msg llm.Message
+	ref session.InboxRef
+}
+
+// claimed is what a step took from the inbox.
+type claimed []queued
+
+// messages returns the claimed messages in order.
+func (c claimed) messages() []llm.Message {
+	var out []llm.Message
+	for _, q := range c {
+		out = append(out, q.msg)
+	}
+	return out
+}
+
+// ref returns the inbox reference of m when m was claimed unchanged (a
+// pre-step hook may have rewritten or added messages).
+func (c claimed) ref(m llm.Message) (session.InboxRef, bool) {
+	for _, q := range c {
+		if q.msg.ID == m.ID && reflect.DeepEqual(q.msg, m) {
+			return q.ref, true
+		}
+	}
+	return session.InboxRef{}, false
+}
+
+func (ib *inbox) list(target string) *[]queued {
 	if target == session.TargetNextTurn {
 		return &ib.nextTurn
 	}
@@ -30,38 +62,53 @@ func (ib *inbox) push(target string, msg llm.Message) error {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
 	l := ib.list(target)
-	_, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
+	e, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
 		Target: target, Start: len(*l), Inserted: []llm.Message{msg},
 	})
 	if err != nil {
 		return err
 	}
-	*l = append(*l, msg)
+	*l = append(*l, queued{msg: msg, ref: session.InboxRef{Seq: e.Seq}})
 	return nil
 }
 
 // claim removes and returns what a step may take: at a turn boundary all
 // of next-step plus exactly one next-turn message; between steps only
-// next-step.
-func (ib *inbox) claim(turnBoundary bool) ([]llm.Message, error) {
+// next-step. When check refuses what would be taken, it is removed all
+// the same, with outcome "refused" (it must not wait to be refused
+// again), and the refusal is returned instead of the messages.
+func (ib *inbox) claim(turnBoundary bool, check func([]llm.Message) *llm.Failure) (claimed, *llm.Failure, error) {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	var out []llm.Message
-	if len(ib.nextStep) > 0 {
-		if err := ib.removeLocked(session.TargetNextStep, len(ib.nextStep), ""); err != nil {
-			return nil, err
+	var out claimed
+	out = append(out, ib.nextStep...)
+	takeTurn := turnBoundary && len(ib.nextTurn) > 0
+	if takeTurn {
+		out = append(out, ib.nextTurn[0])
+	}
+	var refused *llm.Failure
+	outcome := ""
+	if len(out) > 0 && check != nil {
+		if refused = check(out.messages()); refused != nil {
+			outcome = "refused"
 		}
-		out = append(out, ib.nextStep...)
+	}
+	if len(ib.nextStep) > 0 {
+		if err := ib.removeLocked(session.TargetNextStep, len(ib.nextStep), outcome); err != nil {
+			return nil, nil, err
+		}
 		ib.nextStep = nil
 	}
-	if turnBoundary && len(ib.nextTurn) > 0 {
-		if err := ib.removeLocked(session.TargetNextTurn, 1, ""); err != nil {
-			return nil, err
+	if takeTurn {
+		if err := ib.removeLocked(session.TargetNextTurn, 1, outcome); err != nil {
+			return nil, nil, err
 		}
-		out = append(out, ib.nextTurn[0])
 		ib.nextTurn = ib.nextTurn[1:]
 	}
-	return out, nil
+	if refused != nil {
+		return nil, refused, nil
+	}
+	return out, nil, nil
 }
 
 func (ib *inbox) removeLocked(target string, n int, outcome string) error {
@@ -110,8 +157,10 @@ func (ib *inbox) restore(events []session.Event) {
 		l := ib.list(sp.Target)
 		start := min(max(sp.Start, 0), len(*l))
 		end := min(start+sp.RemovedCount, len(*l))
-		next := append([]llm.Message(nil), (*l)[:start]...)
-		next = append(next, sp.Inserted...)
+		next := append([]queued(nil), (*l)[:start]...)
+		for i, m := range sp.Inserted {
+			next = append(next, queued{msg: m, ref: session.InboxRef{Seq: e.Seq, Index: i}})
+		}
 		*l = append(next, (*l)[end:]...)
 	}
 }

@@ -15,8 +15,10 @@ type stepResult struct {
 }
 
 // runStep logs step/start, the entering messages, the model call and its
-// tool calls, then step/end (always, once step/start was logged).
-func (a *Agent) runStep(ctx context.Context, turn, step int, enter []llm.Message, out *Outcome) (sr stepResult, err error) {
+// tool calls, then step/end (always, once step/start was logged). An
+// entering message taken unchanged from the inbox is logged as a
+// reference to the splice that queued it, so it is stored once.
+func (a *Agent) runStep(ctx context.Context, turn, step int, enter []llm.Message, took claimed, out *Outcome) (sr stepResult, err error) {
 	if _, err := a.log.Append(session.TypeStepStart, session.StepRef{Turn: turn, Step: step}); err != nil {
 		return sr, err
 	}
@@ -26,7 +28,11 @@ func (a *Agent) runStep(ctx context.Context, turn, step int, enter []llm.Message
 		}
 	}()
 	for _, m := range enter {
-		if _, err := a.log.Append(session.TypeUserMessage, m, session.Surface()); err != nil {
+		opts := []session.AppendOption{session.Surface()}
+		if ref, ok := took.ref(m); ok {
+			opts = append(opts, session.FromInbox(ref))
+		}
+		if _, err := a.log.Append(session.TypeUserMessage, m, opts...); err != nil {
 			return sr, err
 		}
 	}

@@ -25,7 +25,10 @@ const (
 	CodeEmptyResponse         Code = "EMPTY_RESPONSE"
 	CodeMissingCredential     Code = "MISSING_CREDENTIAL"
 	CodeAborted               Code = "ABORTED"
-	CodeUnknown               Code = "UNKNOWN"
+	// CodePromptTooLarge refuses input, before any request, that cannot
+	// fit the model's context window (see CheckPromptSize).
+	CodePromptTooLarge Code = "PROMPT_TOO_LARGE"
+	CodeUnknown        Code = "UNKNOWN"
 )
 
 // Failure is a model-call failure. It is the only error type adapters
@@ -39,6 +42,10 @@ type Failure struct {
 	RequestID string `json:"requestId,omitempty"`
 	// RetryAfterMs is the provider's Retry-After, in milliseconds.
 	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
+	// EstimatedTokens and ContextWindow are the sizes behind a
+	// PROMPT_TOO_LARGE refusal: the estimated request and the window.
+	EstimatedTokens int `json:"estimatedTokens,omitempty"`
+	ContextWindow   int `json:"contextWindow,omitempty"`
 }
 
 // Error implements error.

@@ -10,10 +10,16 @@ import (
 // becomes a user message, a non-empty assistant/message an assistant
 // message, and tool/result a user message holding one tool-result block.
 // Every other event is structural.
+//
+// events may be the stored form (a whole log from seq 0): user/messages
+// stored as inbox references are expanded first (see [InboxRef]).
 func DeriveMessages(events []Event) ([]llm.Message, error) {
 	var out []llm.Message
 	for _, e := range events {
-		var err error
+		e, err := expandEvent(events, e)
+		if err != nil {
+			return nil, err
+		}
 		if out, err = foldSurface(out, e); err != nil {
 			return nil, err
 		}

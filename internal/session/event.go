@@ -133,6 +133,10 @@ type Event struct {
 	// SourceEventSeqs cites the events a surface event was built from
 	// (the chunks of an assistant message, the range a replace shadows).
 	SourceEventSeqs []int64 `json:"sourceEventSeqs,omitempty"`
+
+	// inboxRef is set by the FromInbox append option only, for the
+	// duration of the append.
+	inboxRef *InboxRef
 }
 
 // Decode unmarshals the event's data into v.

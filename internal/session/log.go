@@ -70,15 +70,22 @@ func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
 	l := &Log{header: h, sink: sink, now: time.Now, firstLive: int64(len(seed)),
 		nextDeliver: int64(len(seed)), flushTok: make(chan struct{}, 1)}
 	l.delivered = sync.NewCond(&l.mu)
+	l.events = make([]Event, 0, len(seed)+64)
 	for i, e := range seed {
 		if e.Seq != int64(i) {
 			return nil, &FormatError{SessionID: h.ID, Seq: e.Seq, Reason: fmt.Sprintf("seq %d at position %d", e.Seq, i)}
 		}
+		// A seed read from a store holds user/messages as inbox
+		// references; the log holds them whole.
+		e, err := expandEvent(seed, e)
+		if err != nil {
+			return nil, &FormatError{SessionID: h.ID, Seq: int64(i), Reason: err.Error()}
+		}
 		if err := l.foldSurfaceLocked(e); err != nil {
 			return nil, err
 		}
+		l.events = append(l.events, e)
 	}
-	l.events = append(make([]Event, 0, len(seed)+64), seed...)
 	return l, nil
 }
 
@@ -162,6 +169,20 @@ func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 	if err := e.validateEnvelope(); err != nil {
 		return false, fmt.Errorf("append: %w", err)
 	}
+	// The sink gets the stored form, which differs only for a
+	// user/message that references the inbox (see InboxRef).
+	stored := *e
+	if ref := e.inboxRef; ref != nil {
+		e.inboxRef, stored.inboxRef = nil, nil
+		if e.Type != TypeUserMessage {
+			return false, fmt.Errorf("append %s: only user/message may reference the inbox", e.Type)
+		}
+		data, err := storedForm(l.events, e.Data, *ref)
+		if err != nil {
+			return false, fmt.Errorf("append: %w", err)
+		}
+		stored.Data = data
+	}
 	if err := l.foldSurfaceLocked(*e); err != nil {
 		return false, err
 	}
@@ -169,7 +190,7 @@ func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 	if len(l.pending) == 0 {
 		l.pendingAt = l.now()
 	}
-	l.pending = append(l.pending, *e)
+	l.pending = append(l.pending, stored)
 	for f := range l.followers {
 		f.wakeLocked()
 	}

@@ -100,11 +100,12 @@ type decoder struct {
 
 	blocks map[int]*block // open blocks by wire index
 
-	sawText    bool
-	calls      int
-	stopReason string
-	usage      llm.Usage
-	sawUsage   bool
+	sawText      bool
+	sawReasoning bool // thinking text or a (redacted) signature
+	calls        int
+	stopReason   string
+	usage        llm.Usage
+	sawUsage     bool
 }
 
 var _ llmhttp.Decoder = (*decoder)(nil)
@@ -186,6 +187,7 @@ func (d *decoder) start(e streamEvent) {
 		// Encrypted thinking must be replayed verbatim; it travels as a
 		// signature with no text (see request.go).
 		b.sig.WriteString(cb.Data)
+		d.sawReasoning = d.sawReasoning || cb.Data != ""
 		d.Emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Signature: cb.Data})
 	case "tool_use":
 		d.calls++
@@ -217,9 +219,11 @@ func (d *decoder) delta(e streamEvent) {
 		d.text(b, dl.Text)
 	case dl.Type == "thinking_delta" && b.typ == llm.BlockReasoning && dl.Thinking != "":
 		b.text.WriteString(dl.Thinking)
+		d.sawReasoning = true
 		d.Emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Text: dl.Thinking})
 	case dl.Type == "signature_delta" && b.typ == llm.BlockReasoning && dl.Signature != "":
 		b.sig.WriteString(dl.Signature)
+		d.sawReasoning = true
 		d.Emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Signature: dl.Signature})
 	case dl.Type == "input_json_delta" && b.typ == llm.BlockToolCall && dl.PartialJSON != "":
 		b.args.WriteString(dl.PartialJSON)
@@ -241,12 +245,19 @@ func (d *decoder) Complete() bool { return d.stopReason != "" }
 
 // End finishes a stream at message_stop (stopped) or at a clean end of
 // input, which is accepted only after message_delta gave a stop reason.
+// message_stop without a stop reason, after every content block was
+// closed, is a normal end_turn, as [DONE] without a finish_reason is for
+// Chat Completions: some compatible gateways drop the stop reason. A
+// block still open at message_stop means the content is incomplete.
 func (d *decoder) End(stopped bool) *llm.Failure {
 	if d.stopReason == "" {
-		if stopped {
-			return d.fl.Fail(llm.CodeMalformedResponse, "message_stop without a stop reason")
+		switch {
+		case !stopped:
+			return d.fl.Fail(llm.CodeStreamClosed, "stream ended before message_stop")
+		case len(d.blocks) > 0:
+			return d.fl.Fail(llm.CodeMalformedResponse, "message_stop with a content block still open and no stop reason")
 		}
-		return d.fl.Fail(llm.CodeStreamClosed, "stream ended before message_stop")
+		d.stopReason = "end_turn"
 	}
 	fin := &llm.Finish{}
 	switch d.stopReason {
@@ -255,9 +266,10 @@ func (d *decoder) End(stopped bool) *llm.Failure {
 		if d.calls > 0 {
 			fin.Reason = llm.FinishToolCalls
 		}
-		if !d.sawText && d.calls == 0 {
+		// Thinking alone is a complete answer; only nothing at all is empty.
+		if !d.sawText && !d.sawReasoning && d.calls == 0 {
 			d.EmitUsage(d.reportedUsage())
-			return d.fl.Fail(llm.CodeEmptyResponse, "model returned no text and no tool calls (stop_reason "+d.stopReason+")")
+			return d.fl.Fail(llm.CodeEmptyResponse, "model returned no text, thinking or tool calls (stop_reason "+d.stopReason+")")
 		}
 	case "max_tokens", "model_context_window_exceeded":
 		// Both cut the answer short; callers treat them alike.

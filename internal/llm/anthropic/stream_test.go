@@ -152,9 +152,9 @@ func TestStreamFailures(t *testing.T) {
 			fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\n\n")
 		}, llm.CodeMalformedResponse, "invalid content_block_start event"},
 		{"empty response", sseBody(messageStart, messageDelta("end_turn", 1), messageStop), llm.CodeEmptyResponse, "end_turn"},
-		{"thinking only", sseBody(messageStart,
-			blockStart(0, `{"type":"thinking","thinking":""}`), blockDelta(0, `{"type":"thinking_delta","thinking":"hm"}`), blockStop(0),
-			messageDelta("end_turn", 1), messageStop), llm.CodeEmptyResponse, ""},
+		{"message_stop with a block open", sseBody(messageStart,
+			blockStart(0, `{"type":"text","text":""}`), blockDelta(0, `{"type":"text_delta","text":"cut"}`), messageStop), llm.CodeMalformedResponse, "still open"},
+		{"nothing, message_stop without stop reason", sseBody(messageStart, messageStop), llm.CodeEmptyResponse, "end_turn"},
 		{"EOF before message_delta", sseBody(textEvents("hi", "end_turn")[:3]...), llm.CodeStreamClosed, ""},
 		{"connection dropped mid-stream", func(w http.ResponseWriter, r *http.Request) {
 			sseBody(textEvents("hi", "end_turn")[:3]...)(w, r)
@@ -174,6 +174,56 @@ func TestStreamFailures(t *testing.T) {
 				t.Errorf("message = %q; want provider prefix and %q", f.Message, tt.msg)
 			}
 		})
+	}
+}
+
+// TestStreamThinkingOnly: thinking (or redacted thinking) and nothing
+// else is a complete answer, not EMPTY_RESPONSE.
+func TestStreamThinkingOnly(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		events []string
+		want   llm.Block
+	}{
+		{"thinking", []string{blockStart(0, `{"type":"thinking","thinking":""}`), blockDelta(0, `{"type":"thinking_delta","thinking":"hm"}`),
+			blockDelta(0, `{"type":"signature_delta","signature":"sig"}`), blockStop(0)},
+			llm.Block{Type: llm.BlockReasoning, Text: "hm", Signature: "sig"}},
+		{"redacted", []string{blockStart(0, `{"type":"redacted_thinking","data":"ENC"}`), blockStop(0)},
+			llm.Block{Type: llm.BlockReasoning, Signature: "ENC"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			events := append([]string{messageStart}, tt.events...)
+			srv, _ := server(t, sseBody(append(events, messageDelta("end_turn", 1), messageStop)...))
+			res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
+			if res.Failure != nil {
+				t.Fatalf("failure: %v", res.Failure)
+			}
+			if f := res.Finish(); f.Reason != llm.FinishStop || f.Failure != nil {
+				t.Errorf("finish = %+v; want stop", f)
+			}
+			if got := res.Asm.Blocks(); !reflect.DeepEqual(got, []llm.Block{tt.want}) {
+				t.Errorf("blocks = %+v; want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStreamMessageStopWithoutStopReason: message_stop after every block
+// closed, with no stop reason ever sent, is a normal end_turn, as [DONE]
+// without a finish_reason is for Chat Completions.
+func TestStreamMessageStopWithoutStopReason(t *testing.T) {
+	srv, _ := server(t, sseBody(messageStart,
+		blockStart(0, `{"type":"text","text":""}`), blockDelta(0, `{"type":"text_delta","text":"hi"}`), blockStop(0),
+		messageStop))
+	res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "claude"})
+	if res.Failure != nil {
+		t.Fatalf("failure: %v", res.Failure)
+	}
+	if f := res.Finish(); f.Reason != llm.FinishStop || f.Failure != nil {
+		t.Errorf("finish = %+v; want stop", f)
+	}
+	if got := res.Asm.Blocks(); !reflect.DeepEqual(got, []llm.Block{llm.TextBlock("hi")}) {
+		t.Errorf("blocks = %+v", got)
 	}
 }
 

@@ -62,7 +62,11 @@ func (s *Server) anthropicEvents(resp Response, model string) []event {
 		}
 	}
 
-	add("message_delta", "delta", obj{"stop_reason", resp.anthropicStop(), "stop_sequence", nil},
+	var stop any = resp.anthropicStop()
+	if resp.NoFinishReason {
+		stop = nil
+	}
+	add("message_delta", "delta", obj{"stop_reason", stop, "stop_sequence", nil},
 		"usage", obj{"output_tokens", u.Output})
 	if !resp.NoDone {
 		add("message_stop")

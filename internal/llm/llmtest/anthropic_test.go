@@ -138,6 +138,11 @@ func TestAnthropicStream(t *testing.T) {
 				t.Fatalf("got %+v", r)
 			}
 		}},
+		{"no stop reason", Response{Text: "hi", NoFinishReason: true}, func(t *testing.T, r anthResult) {
+			if !r.stopped || r.stop != "" {
+				t.Fatalf("got %+v", r)
+			}
+		}},
 		{"no message_stop", Response{Text: "hi", NoDone: true}, func(t *testing.T, r anthResult) {
 			if r.stopped || r.types[len(r.types)-1] != "message_delta" {
 				t.Fatalf("got %v", r.types)

@@ -39,7 +39,11 @@ func (s *Server) chatEvents(resp Response, model string) []event {
 	}
 
 	usage := chatUsage(resp.Usage)
-	finish := []any{obj{"index", 0, "delta", obj{}, "logprobs", nil, "finish_reason", resp.chatFinish()}}
+	var reason any = resp.chatFinish()
+	if resp.NoFinishReason {
+		reason = nil
+	}
+	finish := []any{obj{"index", 0, "delta", obj{}, "logprobs", nil, "finish_reason", reason}}
 	if resp.UsageInFinishChunk {
 		chunk(finish, usage)
 	} else {

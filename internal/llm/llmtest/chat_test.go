@@ -189,6 +189,11 @@ func TestChatStream(t *testing.T) {
 				t.Fatalf("got %+v", r)
 			}
 		}},
+		{"no finish reason", Response{Text: "ok", NoFinishReason: true}, func(t *testing.T, r chatResult, _ *sseReader) {
+			if !r.done || r.finish != "" || r.text != "ok" {
+				t.Fatalf("got %+v", r)
+			}
+		}},
 		{"comments", Response{Text: "ok", Comments: 6}, func(t *testing.T, r chatResult, sr *sseReader) {
 			if sr.comments != 6 || r.text != "ok" {
 				t.Fatalf("%d comments, %+v", sr.comments, r)

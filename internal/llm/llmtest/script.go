@@ -39,6 +39,12 @@ type Response struct {
 	// "tool-calls") and either provider's names are accepted and mapped to
 	// the wire format; anything else is sent verbatim.
 	FinishReason string `json:"finishReason,omitempty"`
+	// NoFinishReason sends no finish reason at all, as some
+	// OpenAI-compatible gateways and local servers do: chat's finish chunk
+	// carries "finish_reason": null and Anthropic's message_delta a null
+	// stop_reason. The terminator ([DONE], message_stop) is still sent
+	// unless NoDone. The Responses format ignores it.
+	NoFinishReason bool `json:"noFinishReason,omitempty"`
 
 	// ChunkRunes is how many runes of text, reasoning or tool arguments go
 	// into one delta; 0 means 8.
@@ -234,6 +240,8 @@ func (r Response) validate() error {
 		return errors.New("comments must not be negative")
 	case r.DelayPerChunk < 0:
 		return errors.New("delayPerChunk must not be negative")
+	case r.NoFinishReason && r.FinishReason != "":
+		return errors.New("noFinishReason and finishReason exclude each other")
 	}
 	for _, n := range []int{r.DisconnectAfter, r.MalformedAfter, r.StallAfter} {
 		if n < AtStart {

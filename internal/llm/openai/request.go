@@ -40,9 +40,9 @@ type chatFunction struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// chatMessage is one wire message. Content is a string, a []contentPart,
-// or nil, which encodes as the null an assistant message with only tool
-// calls needs.
+// chatMessage is one wire message. Content is a string or a
+// []contentPart; an assistant message with only tool calls sends "",
+// never null, which strict gateways reject.
 type chatMessage struct {
 	Role             string         `json:"role"`
 	Content          any            `json:"content"`
@@ -257,9 +257,7 @@ func (c *Client) assistant(blocks []llm.Block) (chatMessage, bool) {
 	if !hasText && !hasReasoning && len(msg.ToolCalls) == 0 {
 		return chatMessage{}, false
 	}
-	if hasText || len(msg.ToolCalls) == 0 {
-		msg.Content = text.String()
-	}
+	msg.Content = text.String()
 	if hasReasoning {
 		r := reasoning.String()
 		msg.ReasoningContent = &r

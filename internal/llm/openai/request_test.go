@@ -56,7 +56,7 @@ func TestRequestBody(t *testing.T) {
 		return `[
 			{"role":"system","content":"be brief"},
 			{"role":"user","content":"list files"},
-			{"role":"assistant","content":null` + rc("need ls") + `,"tool_calls":[
+			{"role":"assistant","content":""` + rc("need ls") + `,"tool_calls":[
 				{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"cmd\":\"ls\"}"}},
 				{"id":"call_2","type":"function","function":{"name":"noargs","arguments":"{}"}}]},
 			{"role":"tool","tool_call_id":"call_1","content":"a.go\nb.go"},
@@ -224,7 +224,7 @@ func TestToolResultImages(t *testing.T) {
 	}}
 	want := `[
 		{"role":"user","content":"look"},
-		{"role":"assistant","content":null,"tool_calls":[
+		{"role":"assistant","content":"","tool_calls":[
 			{"id":"c1","type":"function","function":{"name":"read_image","arguments":"{}"}},
 			{"id":"c2","type":"function","function":{"name":"read_image","arguments":"{}"}},
 			{"id":"c3","type":"function","function":{"name":"read_image","arguments":"{}"}}]},

@@ -113,6 +113,7 @@ type decoder struct {
 	last  int            // wire key of the latest call
 
 	sawText      bool
+	sawReasoning bool
 	finishReason string
 	usage        *llm.Usage
 }
@@ -164,6 +165,7 @@ func (d *decoder) delta(dl delta) {
 	// Empty strings open nothing: DeepSeek starts with reasoning_content ""
 	// even when it will not reason.
 	if reasoning != "" {
+		d.sawReasoning = true
 		b := d.textBlock(llm.BlockReasoning)
 		b.text.WriteString(reasoning)
 		d.Emit(llm.Chunk{Type: llm.ChunkReasoningDelta, Index: b.index, Text: reasoning})
@@ -255,11 +257,16 @@ func (d *decoder) callKey(tc toolCallDelta) int {
 // after it costs at most the trailing usage chunk.
 func (d *decoder) Complete() bool { return d.finishReason != "" }
 
-// End finishes a stream that reached [DONE] or a clean end of input; the
-// two are alike here.
-func (d *decoder) End(bool) *llm.Failure {
+// End finishes a stream that reached [DONE] (marker) or a clean end of
+// input. [DONE] without any finish_reason is a normal stop: several
+// OpenAI-compatible gateways and local servers never send one. Without
+// [DONE] the answer may have been cut short, so that stays a failure.
+func (d *decoder) End(marker bool) *llm.Failure {
 	if d.finishReason == "" {
-		return d.fl.Fail(llm.CodeStreamClosed, "stream ended without a finish reason")
+		if !marker {
+			return d.fl.Fail(llm.CodeStreamClosed, "stream ended without a finish reason")
+		}
+		d.finishReason = "stop"
 	}
 	fin := &llm.Finish{}
 	switch d.finishReason {
@@ -269,9 +276,11 @@ func (d *decoder) End(bool) *llm.Failure {
 		if len(d.calls) > 0 {
 			fin.Reason = llm.FinishToolCalls
 		}
-		if !d.sawText && len(d.calls) == 0 {
+		// Reasoning alone is a complete answer (the model thought and
+		// had nothing to add); only a reply with nothing at all is empty.
+		if !d.sawText && !d.sawReasoning && len(d.calls) == 0 {
 			d.EmitUsage(d.usage)
-			return d.fl.Fail(llm.CodeEmptyResponse, "model returned no text and no tool calls (finish_reason "+d.finishReason+")")
+			return d.fl.Fail(llm.CodeEmptyResponse, "model returned no text, reasoning or tool calls (finish_reason "+d.finishReason+")")
 		}
 	case "length":
 		fin.Reason = llm.FinishMaxTokens

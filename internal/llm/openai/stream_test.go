@@ -181,9 +181,8 @@ func TestStreamFailures(t *testing.T) {
 		{"error object in stream", sseBody(deltaEv(`{"content":"x"}`), `{"error":{"message":"Rate limit hit","type":"rate_limit_error"}}`), llm.CodeRateLimit, "Rate limit hit"},
 		{"unknown error object", sseBody(`{"error":{"message":"boom"}}`), llm.CodeServer, "boom"},
 		{"empty completion", sseBody(deltaEv(`{"role":"assistant","content":"","reasoning_content":""}`), finishChunk("stop"), usageChunk, "[DONE]"), llm.CodeEmptyResponse, ""},
-		{"reasoning only", sseBody(deltaEv(`{"reasoning_content":"hmm"}`), finishChunk("stop"), "[DONE]"), llm.CodeEmptyResponse, ""},
 		{"EOF without finish", sseBody(deltaEv(`{"content":"x"}`)), llm.CodeStreamClosed, ""},
-		{"DONE without finish", sseBody(deltaEv(`{"content":"x"}`), "[DONE]"), llm.CodeStreamClosed, ""},
+		{"no content, DONE without finish", sseBody(deltaEv(`{"role":"assistant","content":""}`), "[DONE]"), llm.CodeEmptyResponse, ""},
 		{"connection dropped mid-stream", func(w http.ResponseWriter, r *http.Request) {
 			sseBody(deltaEv(`{"content":"partial"}`))(w, r)
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -204,6 +203,61 @@ func TestStreamFailures(t *testing.T) {
 			f := wantCode(t, res, tt.code)
 			if !strings.Contains(f.Message, tt.msg) || !strings.HasPrefix(f.Message, "test: ") {
 				t.Errorf("message = %q; want provider prefix and %q", f.Message, tt.msg)
+			}
+		})
+	}
+}
+
+// TestStreamDoneWithoutFinishReason: gateways and local servers that end
+// with [DONE] but never send a finish_reason complete normally; only an
+// end of input without [DONE] stays STREAM_CLOSED (see TestStreamFailures).
+func TestStreamDoneWithoutFinishReason(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []string
+		want   llm.FinishReason
+		blocks []llm.Block
+	}{
+		{"text", []string{deltaEv(`{"role":"assistant","content":"the "}`), deltaEv(`{"content":"answer"}`), usageChunk, "[DONE]"},
+			llm.FinishStop, []llm.Block{{Type: llm.BlockText, Text: "the answer"}}},
+		{"null finish chunk", []string{deltaEv(`{"content":"x"}`), `{"choices":[{"index":0,"delta":{},"finish_reason":null}]}`, "[DONE]"},
+			llm.FinishStop, []llm.Block{{Type: llm.BlockText, Text: "x"}}},
+		{"tool call", []string{deltaEv(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}]}`), "[DONE]"},
+			llm.FinishToolCalls, []llm.Block{{Type: llm.BlockToolCall, ID: "call_1", Name: "read", Arguments: "{}"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := server(t, sseBody(tt.events...))
+			res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "m"})
+			if res.Failure != nil {
+				t.Fatalf("failure: %v", res.Failure)
+			}
+			if f := res.Finish(); f.Reason != tt.want || f.Failure != nil {
+				t.Errorf("finish = %+v; want %s", f, tt.want)
+			}
+			if got := res.Asm.Blocks(); !reflect.DeepEqual(got, tt.blocks) {
+				t.Errorf("blocks = %+v; want %+v", got, tt.blocks)
+			}
+		})
+	}
+}
+
+// TestStreamReasoningOnly: a reply with reasoning and nothing else is a
+// complete answer, not EMPTY_RESPONSE.
+func TestStreamReasoningOnly(t *testing.T) {
+	for _, field := range []string{"reasoning_content", "reasoning"} {
+		t.Run(field, func(t *testing.T) {
+			srv, _ := server(t, sseBody(deltaEv(`{"`+field+`":"nothing to add"}`), finishChunk("stop"), usageChunk, "[DONE]"))
+			res := drain(t, t.Context(), client(t, srv, Config{}), llm.Request{Model: "m"})
+			if res.Failure != nil {
+				t.Fatalf("failure: %v", res.Failure)
+			}
+			if f := res.Finish(); f.Reason != llm.FinishStop || f.Failure != nil {
+				t.Errorf("finish = %+v; want stop", f)
+			}
+			want := []llm.Block{{Type: llm.BlockReasoning, Text: "nothing to add"}}
+			if got := res.Asm.Blocks(); !reflect.DeepEqual(got, want) {
+				t.Errorf("blocks = %+v; want %+v", got, want)
 			}
 		})
 	}

@@ -25,9 +25,11 @@ const headerLineType = "session"
 // Export writes session id as JSONL: a first line holding the header's
 // fields plus "type":"session", then one event envelope per line. It
 // exports the balanced view of [Store.Inspect], so a crashed log is
-// exported closed, and writes nothing to the store.
+// exported closed, and writes nothing to the store. Events are exported
+// in their stored form: a prompt is in the file once, as in the store
+// (see [session.InboxRef]), and Import stores them as they are.
 func (s *Store) Export(ctx context.Context, id string, w io.Writer) error {
-	h, events, err := s.Inspect(ctx, id)
+	h, events, err := s.inspectStored(ctx, id)
 	if err != nil {
 		return err
 	}

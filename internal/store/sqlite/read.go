@@ -58,8 +58,22 @@ func (s *Store) load(ctx context.Context, id string, appendFn func(context.Conte
 
 // Inspect is Load without the write: it returns the balanced view of
 // session id, with any closers appended in memory only (numbered after
-// the stored events).
+// the stored events), and user/messages stored as inbox references
+// expanded, as a [session.Log] holds them (see [session.InboxRef]).
 func (s *Store) Inspect(ctx context.Context, id string) (session.Header, []session.Event, error) {
+	h, events, err := s.inspectStored(ctx, id)
+	if err != nil {
+		return session.Header{}, nil, err
+	}
+	events, err = session.ExpandEvents(events)
+	if err != nil {
+		return session.Header{}, nil, corrupt(id, -1, err.Error())
+	}
+	return h, events, nil
+}
+
+// inspectStored is Inspect in the stored form: inbox references stay.
+func (s *Store) inspectStored(ctx context.Context, id string) (session.Header, []session.Event, error) {
 	h, events, err := s.read(ctx, id, 0)
 	if err != nil {
 		return session.Header{}, nil, err
@@ -69,12 +83,27 @@ func (s *Store) Inspect(ctx context.Context, id string) (session.Header, []sessi
 
 // ReadFrom returns the stored events of session id with seq >= fromSeq,
 // validated, without repair: a crashed log's closers are not included.
+// User/messages stored as inbox references are expanded, as a
+// [session.Log] holds them (see [session.InboxRef]).
 func (s *Store) ReadFrom(ctx context.Context, id string, fromSeq int64) ([]session.Event, error) {
 	if fromSeq < 0 {
 		return nil, fmt.Errorf("session %s: read from negative seq %d", id, fromSeq)
 	}
 	_, events, err := s.read(ctx, id, fromSeq)
-	return events, err
+	if err != nil || !session.HasInboxRefs(events) {
+		return events, err
+	}
+	if fromSeq > 0 {
+		// A reference may point before fromSeq: expand over the whole log.
+		if _, events, err = s.read(ctx, id, 0); err != nil {
+			return nil, err
+		}
+	}
+	events, err = session.ExpandEvents(events)
+	if err != nil {
+		return nil, corrupt(id, -1, err.Error())
+	}
+	return events[min(fromSeq, int64(len(events))):], nil
 }
 
 // read returns the header and the stored events from seq from on, from

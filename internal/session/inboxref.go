@@ -1,0 +1,148 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+)
+
+// InboxRef names a message that an agent/inbox/spliced event inserted:
+// the splice's seq and the message's index in its Inserted list.
+//
+// A message that waited in the inbox is already in the log, in the
+// splice that queued it, when it enters the history. Its user/message is
+// then stored as a reference ({"id":…,"inboxRef":{…}}) rather than a
+// second copy, so a prompt is stored once. A [Log] holds and hands out
+// the expanded form (the whole message, exactly as an unreferenced
+// user/message), so readers never see the reference; only the sink gets
+// it, and [ExpandEvents] restores what the sink returns.
+type InboxRef struct {
+	Seq   int64 `json:"seq"`
+	Index int   `json:"index"`
+}
+
+// storedRef is the stored data of a referencing user/message.
+type storedRef struct {
+	ID       string    `json:"id"`
+	InboxRef *InboxRef `json:"inboxRef"`
+}
+
+// FromInbox stores a user/message as a reference to the inbox splice
+// that queued its message (see [InboxRef]). Append checks that the
+// splice holds exactly the appended message.
+func FromInbox(ref InboxRef) AppendOption {
+	return func(e *Event) { e.inboxRef = &ref }
+}
+
+// inboxMessage returns the raw message that ref names among events
+// (indexed by seq).
+func inboxMessage(events []Event, ref InboxRef) (json.RawMessage, error) {
+	if ref.Seq < 0 || ref.Seq >= int64(len(events)) || events[ref.Seq].Type != TypeInboxSpliced {
+		return nil, fmt.Errorf("inbox reference to seq %d: no agent/inbox/spliced event there", ref.Seq)
+	}
+	var sp struct {
+		Inserted []json.RawMessage `json:"inserted"`
+	}
+	if err := events[ref.Seq].Decode(&sp); err != nil {
+		return nil, err
+	}
+	if ref.Index < 0 || ref.Index >= len(sp.Inserted) {
+		return nil, fmt.Errorf("inbox reference to message %d of seq %d, which inserted %d", ref.Index, ref.Seq, len(sp.Inserted))
+	}
+	return sp.Inserted[ref.Index], nil
+}
+
+// storedForm returns the stored data of a user/message that references
+// the inbox: it checks that data (the whole message) equals the inserted
+// one.
+func storedForm(events []Event, data json.RawMessage, ref InboxRef) (json.RawMessage, error) {
+	inserted, err := inboxMessage(events, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(compactJSON(inserted), compactJSON(data)) {
+		return nil, fmt.Errorf("inbox reference to seq %d index %d: the message differs from the one queued", ref.Seq, ref.Index)
+	}
+	var m struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(storedRef{ID: m.ID, InboxRef: &ref})
+}
+
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return b
+	}
+	return buf.Bytes()
+}
+
+// HasInboxRefs reports whether any of events is a user/message stored as
+// an inbox reference, which [ExpandEvents] would expand.
+func HasInboxRefs(events []Event) bool {
+	for _, e := range events {
+		if isRef(e) {
+			return true
+		}
+	}
+	return false
+}
+
+func isRef(e Event) bool {
+	return e.Type == TypeUserMessage && bytes.Contains(e.Data, []byte(`"inboxRef"`))
+}
+
+// expandEvent returns e with a referencing user/message replaced by the
+// whole message it references among events (indexed by seq, at least up
+// to e). Any other event is returned as is.
+func expandEvent(events []Event, e Event) (Event, error) {
+	if !isRef(e) {
+		return e, nil
+	}
+	var r storedRef
+	if err := e.Decode(&r); err != nil || r.InboxRef == nil {
+		return e, err
+	}
+	raw, err := inboxMessage(events, *r.InboxRef)
+	if err != nil {
+		return e, fmt.Errorf("event %d: %w", e.Seq, err)
+	}
+	var m llm.Message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return e, fmt.Errorf("event %d: %w", e.Seq, err)
+	}
+	if m.ID != r.ID {
+		return e, fmt.Errorf("event %d: inbox reference names message %s, seq %d index %d holds %s", e.Seq, r.ID, r.InboxRef.Seq, r.InboxRef.Index, m.ID)
+	}
+	e.Data = raw
+	return e, nil
+}
+
+// ExpandEvents returns events (a whole log from seq 0, as a store reads
+// it) with every user/message stored as an inbox reference expanded to
+// the message, the form a [Log] holds. Expanded events pass through
+// unchanged, so expanding twice is harmless. The input is not modified.
+func ExpandEvents(events []Event) ([]Event, error) {
+	var out []Event
+	for i, e := range events {
+		x, err := expandEvent(events, e)
+		if err != nil {
+			return nil, err
+		}
+		if out == nil && !bytes.Equal(x.Data, e.Data) {
+			out = append(make([]Event, 0, len(events)), events[:i]...)
+		}
+		if out != nil {
+			out = append(out, x)
+		}
+	}
+	if out == nil {
+		return events, nil
+	}
+	return out, nil
+}
