@@ -320,11 +320,3 @@ func helpCmd(words []string, stdio IO) int {
 	writeHelp(stdio.Stdout, c)
 	return ExitOK
 }
-
-// groupUsage is what a group prints when its subcommand is missing or
-// unknown.
-func groupUsage(w io.Writer, path string) {
-	if c, ok := lookup(path); ok {
-		writeHelp(w, c)
-	}
-}
