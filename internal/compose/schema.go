@@ -115,6 +115,12 @@ func check(n *yaml.Node, t reflect.Type, path string) *FieldError {
 		fields, open := structFields(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if isMerge(k) {
+				if fe := checkMerge(v, t, path); fe != nil {
+					return fe
+				}
+				continue
+			}
 			ft, ok := fields[k.Value]
 			if !ok {
 				if open {
@@ -133,6 +139,12 @@ func check(n *yaml.Node, t reflect.Type, path string) *FieldError {
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if isMerge(k) {
+				if fe := checkMerge(v, t, path); fe != nil {
+					return fe
+				}
+				continue
+			}
 			if fe := leaf(k, t.Key(), join(path, k.Value), words(t.Key())); fe != nil {
 				fe.Problem = fmt.Sprintf("the key %q cannot be used here: keys must be %s", k.Value, words(t.Key()))
 				return fe
@@ -157,6 +169,26 @@ func check(n *yaml.Node, t reflect.Type, path string) *FieldError {
 		return nil
 	}
 	return leaf(n, t, path, words(t))
+}
+
+// isMerge reports a YAML merge key ("<<: *anchor").
+func isMerge(k *yaml.Node) bool { return k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" }
+
+// checkMerge checks what a merge key brings in (a mapping, or a list of
+// them) against the mapping's own type.
+func checkMerge(v *yaml.Node, t reflect.Type, path string) *FieldError {
+	if v.Kind == yaml.AliasNode {
+		v = v.Alias
+	}
+	if v.Kind == yaml.SequenceNode {
+		for _, item := range v.Content {
+			if fe := check(item, t, path); fe != nil {
+				return fe
+			}
+		}
+		return nil
+	}
+	return check(v, t, path)
 }
 
 // leaf checks a scalar by decoding it alone into a fresh t.

@@ -52,6 +52,8 @@ func TestCheck(t *testing.T) {
 		{"servers:\n  - port: 1\n  - prot: 2\n", `line 3: unknown key "prot" in servers[1]; did you mean "port"?`, CodeUnknownKey},
 		{"Name: x\n", `line 1: unknown key "Name"; did you mean "name"?`, CodeUnknownKey},
 		{"skipped: x\n", `line 1: unknown key "skipped" (known keys: any, count, enabled, env, limit, limits, lower, name, own, port, ratio, raw, servers, tags, wait)`, CodeUnknownKey},
+		{"servers:\n  - &s {port: 1}\n  - <<: *s\n    port: 2\nlimits:\n  <<: [{a: 1}]\n", "", ""},
+		{"servers:\n  - &s {port: 1}\n  - <<: [*s, {prot: 2}]\n", `line 3: unknown key "prot" in servers[1]; did you mean "port"?`, CodeUnknownKey},
 		{"servers:\n  - &s {port: x}\n  - *s\n", `line 2: key "servers[0].port" must be a whole number, not "x"`, CodeBadValue},
 	} {
 		var n yaml.Node
