@@ -78,6 +78,10 @@ func TestBrokenConfigDoesNotStopReadOnlyCommands(t *testing.T) {
 			t.Errorf("%v: exit %d %s", args, code, stderr)
 		}
 	}
+	// Recovering a delegation reads only its journal.
+	if _, stderr, code := e.dsh("", "delegate", "recover", "no-such-delegation"); code != 1 || strings.Contains(stderr, "config.yaml") {
+		t.Errorf("delegate recover: exit %d %s", code, stderr)
+	}
 	out, stderr, code = e.dsh("", "doctor")
 	if code != 1 || !regexp.MustCompile(`configuration +error +.*unknown key "modle"`).MatchString(out) || !strings.Contains(stderr, "broken: configuration") {
 		t.Errorf("doctor: exit %d\n%s\n%s", code, out, stderr)
