@@ -89,6 +89,20 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 func newFlags(name string, stdio IO) *flag.FlagSet {
 	fs := flag.NewFlagSet("dsh "+name, flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
+	// After a flag error: the usage lines, the flags, and where the
+	// examples are.
+	fs.Usage = func() {
+		w := fs.Output()
+		if c, ok := lookup(name); ok {
+			fmt.Fprintln(w, "usage:")
+			for _, s := range synopses(c) {
+				fmt.Fprintf(w, "  dsh %s\n", s)
+			}
+		}
+		fmt.Fprintln(w, "flags:")
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "Run \"dsh help %s\" for details and examples.\n", name)
+	}
 	return fs
 }
 
