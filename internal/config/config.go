@@ -117,26 +117,29 @@ func Parse(name string, data []byte) (Config, error) {
 		if ps := value(doc, "providers"); ps != nil && i < len(ps.Content) {
 			line = ps.Content[i].Line
 		}
-		bad := func(key, format string, args ...any) error {
+		bad := func(key, format string, args ...any) *compose.FieldError {
 			fe := &compose.FieldError{Code: compose.CodeBadValue, Line: line, Key: fmt.Sprintf("providers[%d].%s", i, key), Problem: fmt.Sprintf(format, args...)}
 			if ps := value(doc, "providers"); ps != nil && i < len(ps.Content) {
 				if v := value(ps.Content[i], key); v != nil {
 					fe.Line = v.Line
 				}
 			}
-			return compose.InFile(name, fe)
+			return fe
 		}
 		if strings.TrimSpace(p.ID) == "" || strings.Contains(p.ID, "/") {
-			return Config{}, bad("id", "provider %d: key \"id\" must be non-empty and contain no '/'", i+1)
+			return Config{}, compose.InFile(name, bad("id", "provider %d: key \"id\" must be non-empty and contain no '/'", i+1))
 		}
 		switch p.Protocol {
 		case "", "openai", "anthropic":
 		default:
-			return Config{}, bad("protocol", "provider %s: unknown protocol %q (want openai or anthropic)", p.ID, p.Protocol)
+			fe := bad("protocol", "provider %s: unknown protocol %q (want openai or anthropic)", p.ID, p.Protocol)
+			fe.Suggestion = compose.Nearest(p.Protocol, []string{"openai", "anthropic"})
+			return Config{}, compose.InFile(name, fe)
 		}
 	}
 	if _, err := llm.ParseEffort(c.Effort); err != nil {
-		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "effort", Problem: fmt.Sprintf("key \"effort\" must be off, low, high or max, not %q", c.Effort)}
+		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "effort", Problem: fmt.Sprintf("key \"effort\" must be off, low, high or max, not %q", c.Effort),
+			Suggestion: compose.Nearest(c.Effort, []string{"off", "low", "high", "max"})}
 		if v := value(doc, "effort"); v != nil {
 			fe.Line = v.Line
 		}

@@ -39,6 +39,8 @@ providers:
 		{"bad protocol", "providers:\n  - id: x\n    protocol: grpc\n", `config.yaml, line 3: provider x: unknown protocol "grpc" (want openai or anthropic)`},
 		{"slash in id", "providers:\n  - id: a/b\n", `config.yaml, line 2: provider 1: key "id" must be non-empty and contain no '/'`},
 		{"empty id", "providers:\n  - base_url: x\n", `config.yaml, line 2: provider 1: key "id" must be non-empty and contain no '/'`},
+		{"protocol typo", "providers:\n  - id: x\n    protocol: openi\n", `config.yaml, line 3: provider x: unknown protocol "openi" (want openai or anthropic); did you mean "openai"?`},
+		{"effort typo", "effort: hihg\n", `config.yaml, line 1: key "effort" must be off, low, high or max, not "hihg"; did you mean "high"?`},
 		{"bad effort", "effort: extreme\n", `config.yaml, line 1: key "effort" must be off, low, high or max, not "extreme"`},
 		{"not yaml", "model: [unclosed\n", "config.yaml, line 2: this is not valid YAML: did not find expected ',' or ']'"},
 	} {
