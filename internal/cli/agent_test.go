@@ -193,7 +193,7 @@ profile:
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, bad, "- id: extra\n  module: no/such\n", 0o600)
-	if _, stderr, code := e.dsh("", "config", "dump", "--patch", bad); code != 2 || !strings.Contains(stderr, `profile row "extra" (`+bad+`): unknown module`) {
+	if _, stderr, code := e.dsh("", "config", "dump", "--patch", bad); code != 2 || !strings.Contains(stderr, bad+`, line `) || !strings.Contains(stderr, `profile row "extra": unknown module`) {
 		t.Errorf("bad module: %d %s", code, stderr)
 	}
 	badCfg := filepath.Join(t.TempDir(), "badcfg.yaml")

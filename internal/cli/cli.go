@@ -34,34 +34,33 @@ type IO struct {
 	Stdout, Stderr io.Writer
 }
 
-const usage = `dsh — an open agent harness
-
-Usage:
-  dsh run [--model P/M] [--effort E] [--agent-preset NAME] [--cwd DIR] [--json]
-          [--permission PRESET] [--approval ask|never]
-          [--patch FILE]... [--resume ID | --continue] PROMPT
-  dsh sessions list [--json] [--all]
-  dsh sessions show ID [--json]
-  dsh sessions export ID
-  dsh sessions import FILE
-  dsh sessions tree ID [--json]
-  dsh compact ID
-  dsh config dump [--patch FILE]...
-  dsh delegate codex [--json] [flags] PROMPT
-  dsh delegate recover [--json] ID
-  dsh doctor
-  dsh version
-
-PROMPT "-" reads the prompt from standard input. State lives in $DSH_HOME
-(default ~/.dsh). Run "dsh COMMAND -h" for a command's flags.
-`
+// usage is the overview a bare "dsh" prints; it is built from the help
+// table, so every command appears in it.
+var usage = usageText()
 
 // Main runs dsh with args (without the program name) and returns the exit
 // code.
 func Main(ctx context.Context, args []string, stdio IO) int {
 	if len(args) == 0 {
+		// Without a command there is nothing to run: the overview goes to
+		// stderr and the exit status says it was not a success.
 		fmt.Fprint(stdio.Stderr, usage)
 		return ExitUsage
+	}
+	if args[0] == "help" {
+		var words []string
+		for _, a := range args[1:] {
+			if !isHelpFlag(a) {
+				words = append(words, a)
+			}
+		}
+		if len(words) == 0 && len(args) > 1 {
+			words = []string{"help"} // "dsh help -h"
+		}
+		return helpCmd(words, stdio)
+	}
+	if path, ok := helpRequest(args); ok {
+		return helpCmd(path, stdio)
 	}
 	switch args[0] {
 	case "run":
@@ -79,7 +78,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	case "version", "--version":
 		fmt.Fprintln(stdio.Stdout, "dsh", app.Version)
 		return ExitOK
-	case "help", "-h", "--help":
+	case "-h", "-help", "--help":
 		fmt.Fprint(stdio.Stdout, usage)
 		return ExitOK
 	}
@@ -90,6 +89,20 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 func newFlags(name string, stdio IO) *flag.FlagSet {
 	fs := flag.NewFlagSet("dsh "+name, flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
+	// After a flag error: the usage lines, the flags, and where the
+	// examples are.
+	fs.Usage = func() {
+		w := fs.Output()
+		if c, ok := lookup(name); ok {
+			fmt.Fprintln(w, "usage:")
+			for _, s := range synopses(c) {
+				fmt.Fprintf(w, "  dsh %s\n", s)
+			}
+		}
+		fmt.Fprintln(w, "flags:")
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "Run \"dsh help %s\" for details and examples.\n", name)
+	}
 	return fs
 }
 

@@ -27,7 +27,7 @@ func compactCmd(ctx context.Context, args []string, stdio IO) int {
 	defer a.Close()
 	sess, err := a.OpenSession(ctx, app.SessionOptions{Model: *model, ResumeID: pos[0], Holder: "dsh compact"})
 	if err != nil {
-		return fail(stdio, err)
+		return fail(stdio, resumeError(pos[0], err))
 	}
 	defer sess.Close()
 	if sess.Compactor == nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/app"
+	"github.com/dsh-dev/dsh/internal/config"
 	"github.com/dsh-dev/dsh/internal/subagent/codex"
 )
 
@@ -201,9 +202,11 @@ func delegateRecover(args []string, stdio IO) int {
 		fmt.Fprint(stdio.Stderr, delegateUsage)
 		return ExitUsage
 	}
-	home, _, _, err := app.Compose(app.Options{})
+	// Recovery reads only the journal: a broken config.yaml must not hide
+	// a receipt.
+	home, err := config.Home()
 	if err != nil {
-		return fail(stdio, err)
+		return fail(stdio, &app.ConfigError{Err: err})
 	}
 	rec, err := codex.Recover(delegationsDir(home), pos[0])
 	if err != nil {

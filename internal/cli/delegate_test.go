@@ -256,9 +256,11 @@ profile:
     module: acp-agent
     config: {name: gone, command: [no-such-agent-binary]}
 `, fakeACPBin), 0o600)
-	out, _, code := e.dsh("", "doctor")
-	if code != 0 || !strings.Contains(out, "ACP subagent ("+fakeACPBin+")") || !regexpMatch(`acp:gone\s+missing\s+ACP subagent: no-such-agent-binary not found`, out) {
-		t.Fatalf("exit %d:\n%s", code, out)
+	// A configured agent that cannot start is broken: doctor says so and
+	// exits 1.
+	out, stderr, code := e.dsh("", "doctor")
+	if code != 1 || !strings.Contains(out, "ACP subagent ("+fakeACPBin+")") || !regexpMatch(`acp:gone\s+error\s+ACP subagent: no-such-agent-binary not found`, out) || !strings.Contains(stderr, "broken: acp:gone") {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr)
 	}
 }
 

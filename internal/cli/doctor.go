@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,13 +15,16 @@ import (
 	"github.com/dsh-dev/dsh/internal/sandbox"
 )
 
-// check is one line of dsh doctor.
+// check is one line of dsh doctor. Its status is "ok", "missing" (an
+// optional integration that is not installed) or "error" (something dsh
+// needs, or that the configuration asks for, is broken).
 type check struct {
 	name, status, detail, fix string
 }
 
-// doctorCmd lists every optional integration as found or missing, with
-// the reason and the fix, so a user knows what dsh can do on this machine.
+// doctorCmd lists what dsh needs and every optional integration as found,
+// missing or broken, with the reason and the fix, so a user knows what
+// dsh can do on this machine. It exits 1 when anything is broken.
 func doctorCmd(_ context.Context, args []string, stdio IO) int {
 	if len(args) != 0 {
 		fmt.Fprintln(stdio.Stderr, "usage: dsh doctor")
@@ -31,17 +35,33 @@ func doctorCmd(_ context.Context, args []string, stdio IO) int {
 
 	home, err := config.Home()
 	if err != nil {
-		add(check{"state directory", "missing", err.Error(), "set DSH_HOME"})
+		add(check{"state directory", "error", err.Error(), "set DSH_HOME"})
+	} else if st, err := os.Stat(home); err == nil && !st.IsDir() {
+		add(check{"state directory", "error", home + " is not a directory", "remove it or set DSH_HOME"})
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		add(check{"state directory", "error", err.Error(), "fix its permissions or set DSH_HOME"})
 	} else {
 		add(check{"state directory", "ok", home, ""})
 	}
 	_, cfg, comp, err := app.Compose(app.Options{})
 	if err != nil {
-		add(check{"configuration", "error", err.Error(), "fix the named row or file"})
+		add(check{"configuration", "error", err.Error(), "fix the named key or row"})
 	} else {
 		add(check{"configuration", "ok", "profile composes", ""})
 	}
-	for _, p := range provider.NewCatalog(cfg, nil).Providers() {
+	catalog := provider.NewCatalog(cfg, nil)
+	model := app.DefaultModel(comp)
+	if _, err := catalog.Resolve(model, app.UserAgent()); err != nil {
+		fix := "set model in config.yaml, or pass --model"
+		var mc *provider.MissingCredentialError
+		if errors.As(err, &mc) {
+			fix = "export " + mc.Env + "=…"
+		}
+		add(check{"default model", "error", model + ": " + err.Error(), fix})
+	} else {
+		add(check{"default model", "ok", model, ""})
+	}
+	for _, p := range catalog.Providers() {
 		switch {
 		case p.APIKeyEnv == "":
 			add(check{"provider " + p.ID, "ok", "needs no key (" + p.BaseURL + ")", ""})
@@ -63,7 +83,7 @@ func doctorCmd(_ context.Context, args []string, stdio IO) int {
 		}
 	}
 	if b, err := sandbox.Default().Backend(); err != nil {
-		add(check{"sandbox", "unavailable", "commands outside full-access fail with SANDBOX_UNAVAILABLE", "install bubblewrap, or run with --permission full-access knowingly"})
+		add(check{"sandbox", "error", "no backend can confine commands: commands outside full-access fail with SANDBOX_UNAVAILABLE", "install bubblewrap, or run with --permission full-access knowingly"})
 	} else {
 		add(check{"sandbox", "ok", "using " + b.Name(), ""})
 	}
@@ -92,7 +112,8 @@ func doctorCmd(_ context.Context, args []string, stdio IO) int {
 		}
 		for _, st := range app.ACPAgentStatus(comp) {
 			if st.Err != nil {
-				add(check{st.Name, "missing", "ACP subagent: " + st.Err.Error(), "install the agent or fix command in its acp-agent row"})
+				// A configured agent that cannot start is broken, not optional.
+				add(check{st.Name, "error", "ACP subagent: " + st.Err.Error(), "install the agent or fix command in its acp-agent row"})
 			} else {
 				add(check{st.Name, "ok", "ACP subagent (" + st.Path + ")", ""})
 			}
@@ -104,6 +125,16 @@ func doctorCmd(_ context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.name, c.status, c.detail, c.fix)
 	}
 	_ = tw.Flush()
+	var broken []string
+	for _, c := range checks {
+		if c.status == "error" {
+			broken = append(broken, c.name)
+		}
+	}
+	if len(broken) > 0 {
+		fmt.Fprintf(stdio.Stderr, "dsh doctor: broken: %s\n", strings.Join(broken, ", "))
+		return ExitFailed
+	}
 	return ExitOK
 }
 

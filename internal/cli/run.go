@@ -44,33 +44,32 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	var patches patchFlags
 	fs.Var(&patches, "patch", "apply this profile patch file after config.yaml (repeatable)")
 	pos, err := parseInterspersed(fs, args)
+	failed := &runFailure{stdio: stdio, asJSON: *asJSON || wantsJSON(args)}
 	if err != nil {
+		failed.result(err.Error())
 		return ExitUsage
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stdio.Stderr, "dsh run: exactly one PROMPT argument is required (use - to read stdin)")
-		return ExitUsage
+		return failed.usage("exactly one PROMPT argument is required (use - to read stdin)")
 	}
 	if *resume != "" && *cont {
-		fmt.Fprintln(stdio.Stderr, "dsh run: --resume and --continue are exclusive")
-		return ExitUsage
+		return failed.usage("--resume and --continue are exclusive")
 	}
 	prompt := pos[0]
 	if prompt == "-" {
 		b, err := io.ReadAll(io.LimitReader(stdio.Stdin, 16<<20))
 		if err != nil {
-			return fail(stdio, fmt.Errorf("read prompt: %w", err))
+			return failed.fail(fmt.Errorf("read prompt: %w", err))
 		}
 		prompt = string(b)
 	}
 	if strings.TrimSpace(prompt) == "" {
-		fmt.Fprintln(stdio.Stderr, "dsh run: the prompt is empty")
-		return ExitUsage
+		return failed.usage("the prompt is empty")
 	}
 
-	a, code := openApp(ctx, stdio, patches)
-	if a == nil {
-		return code
+	a, err := app.Open(ctx, app.Options{Patches: patches})
+	if err != nil {
+		return failed.fail(err)
 	}
 	defer a.Close()
 	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval, Holder: "dsh run"}
@@ -80,8 +79,9 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	sess, err := a.OpenSession(ctx, opts)
 	if err != nil {
-		return fail(stdio, err)
+		return failed.fail(resumeError(*resume, err))
 	}
+	failed.sessionID = sess.Log.ID()
 	// Close flushes the log and releases the session lease.
 	defer sess.Close()
 	// The event stream (--json) and the subagent activity lines follow
@@ -121,7 +121,8 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 
 	sess.NoteHumanTurn()
 	if err := sess.Agent.Queue(agent.NewUserMessage(prompt)); err != nil {
-		return fail(stdio, err)
+		finishStream() // the result line comes after every event
+		return failed.fail(err)
 	}
 	res, runErr := sess.Agent.Run(runCtx)
 	// The run ends only when the agent is idle with nothing pending, every

@@ -43,7 +43,7 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return ExitUsage
 	}
-	a, code := openApp(ctx, stdio, nil)
+	a, code := openReadOnly(ctx, stdio)
 	if a == nil {
 		return code
 	}
@@ -100,7 +100,7 @@ func sessionsShow(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "dsh sessions show: exactly one session ID is required")
 		return ExitUsage
 	}
-	a, code := openApp(ctx, stdio, nil)
+	a, code := openReadOnly(ctx, stdio)
 	if a == nil {
 		return code
 	}
@@ -237,7 +237,7 @@ func sessionsExport(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "dsh sessions export: exactly one session ID is required")
 		return ExitUsage
 	}
-	a, code := openApp(ctx, stdio, nil)
+	a, code := openReadOnly(ctx, stdio)
 	if a == nil {
 		return code
 	}
@@ -262,7 +262,7 @@ func sessionsImport(ctx context.Context, args []string, stdio IO) int {
 		defer f.Close()
 		r = f
 	}
-	a, code := openApp(ctx, stdio, nil)
+	a, code := openReadOnly(ctx, stdio)
 	if a == nil {
 		return code
 	}
@@ -286,7 +286,7 @@ func sessionsTree(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "dsh sessions tree: exactly one session ID is required")
 		return ExitUsage
 	}
-	a, code := openApp(ctx, stdio, nil)
+	a, code := openReadOnly(ctx, stdio)
 	if a == nil {
 		return code
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -29,6 +30,8 @@ type Row struct {
 	Disabled bool      `yaml:"disabled,omitempty"`
 	// Source names the layer (file) the row came from.
 	Source string `yaml:"-"`
+	// Line is the row's line in Source (0 when unknown).
+	Line int `yaml:"-"`
 }
 
 // Layer is one source of rows.
@@ -89,14 +92,30 @@ type Composition struct {
 	Entries []Entry
 }
 
-// RowError names the row and file of a composition failure.
+// RowError names the file, line and row of a composition failure.
 type RowError struct {
-	ID, Source string
-	Err        error
+	ID, Module, Source string
+	// Line is the line of the problem in Source (0 when unknown).
+	Line int
+	Err  error
 }
 
+// Error is "file, line N: profile row "id" (module m): problem".
 func (e *RowError) Error() string {
-	return fmt.Sprintf("profile row %q (%s): %v", e.ID, e.Source, e.Err)
+	where := e.Source
+	if e.Line > 0 {
+		where += fmt.Sprintf(", line %d", e.Line)
+	}
+	row := fmt.Sprintf("profile row %q", e.ID)
+	if e.Module != "" {
+		row += " (module " + e.Module + ")"
+	}
+	msg := e.Err.Error()
+	// A field error's line is already in where.
+	if fe, ok := e.Err.(*FieldError); ok && e.Line > 0 {
+		msg = fe.Describe()
+	}
+	return fmt.Sprintf("%s: %s: %s", where, row, msg)
 }
 
 func (e *RowError) Unwrap() error { return e.Err }
@@ -109,7 +128,7 @@ func (r *Registry) Compose(layers ...Layer) (*Composition, error) {
 		for _, row := range l.Rows {
 			row.Source = l.Source
 			if strings.TrimSpace(row.ID) == "" {
-				return nil, &RowError{ID: row.ID, Source: l.Source, Err: errors.New("row has no id")}
+				return nil, &RowError{ID: row.ID, Module: row.Module, Source: l.Source, Line: row.Line, Err: errors.New("the row has no id")}
 			}
 			if i, ok := index[row.ID]; ok {
 				rows[i] = row
@@ -126,7 +145,11 @@ func (r *Registry) Compose(layers ...Layer) (*Composition, error) {
 		}
 		m, ok := r.modules[row.Module]
 		if !ok {
-			return nil, &RowError{ID: row.ID, Source: row.Source, Err: fmt.Errorf("unknown module %q (known: %s)", row.Module, strings.Join(r.Names(), ", "))}
+			err := fmt.Errorf("unknown module %q (known: %s)", row.Module, strings.Join(r.Names(), ", "))
+			if near := Nearest(row.Module, r.Names()); near != "" {
+				err = fmt.Errorf("unknown module %q; did you mean %q?", row.Module, near)
+			}
+			return nil, &RowError{ID: row.ID, Source: row.Source, Line: row.Line, Err: err}
 		}
 		var cfg *yaml.Node
 		if row.Config.Kind != 0 {
@@ -134,7 +157,11 @@ func (r *Registry) Compose(layers ...Layer) (*Composition, error) {
 		}
 		v, err := m.Decode(cfg)
 		if err != nil {
-			return nil, &RowError{ID: row.ID, Source: row.Source, Err: fmt.Errorf("module %s: %w", row.Module, err)}
+			re := &RowError{ID: row.ID, Module: row.Module, Source: row.Source, Line: row.Line, Err: Plain(err)}
+			if fe, ok := re.Err.(*FieldError); ok && fe.Line > 0 && cfg != nil && cfg.Line > 0 {
+				re.Line = fe.Line // the config node keeps its lines in Source
+			}
+			return nil, re
 		}
 		c.Entries = append(c.Entries, Entry{Row: row, Value: v})
 	}
@@ -142,10 +169,14 @@ func (r *Registry) Compose(layers ...Layer) (*Composition, error) {
 }
 
 // Decode is a helper for modules: it decodes cfg strictly into a copy of
-// def (the defaults) and returns it.
+// def (the defaults) and returns it. A key or value that does not fit T
+// fails with a *FieldError at its line in cfg's document.
 func Decode[T any](cfg *yaml.Node, def T) (T, error) {
 	if cfg == nil {
 		return def, nil
+	}
+	if err := Check(cfg, reflect.TypeFor[T]()); err != nil {
+		return def, err
 	}
 	raw, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -155,18 +186,49 @@ func Decode[T any](cfg *yaml.Node, def T) (T, error) {
 	dec.KnownFields(true)
 	out := def
 	if err := dec.Decode(&out); err != nil && !errors.Is(err, io.EOF) {
+		// Lines of the re-encoded copy mean nothing to the user.
+		if fe, ok := Plain(err).(*FieldError); ok {
+			fe.Line = cfg.Line
+			return def, fe
+		}
 		return def, err
 	}
 	return out, nil
 }
 
 // ParseRows reads a YAML list of rows (a profile or patch document).
+// Errors are *FieldError values naming the line.
 func ParseRows(data []byte) ([]Row, error) {
-	var rows []Row
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&rows); err != nil && !errors.Is(err, io.EOF) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, Plain(err)
+	}
+	return DecodeRows(&root)
+}
+
+// DecodeRows decodes a parsed list of rows strictly, recording each row's
+// line.
+func DecodeRows(n *yaml.Node) ([]Row, error) {
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		n = n.Content[0]
+	}
+	if n.Kind == 0 {
+		return nil, nil
+	}
+	if err := Check(n, reflect.TypeFor[[]Row]()); err != nil {
 		return nil, err
+	}
+	var rows []Row
+	if err := n.Load(&rows, yaml.WithKnownFields()); err != nil {
+		return nil, Plain(err)
+	}
+	if n.Kind == yaml.SequenceNode && len(n.Content) == len(rows) {
+		for i := range rows {
+			rows[i].Line = n.Content[i].Line
+		}
 	}
 	return rows, nil
 }
@@ -180,22 +242,29 @@ func PatchFile(path string) (Layer, error) {
 	}
 	var probe yaml.Node
 	if err := yaml.Unmarshal(data, &probe); err != nil {
-		return Layer{}, fmt.Errorf("%s: %w", path, err)
+		return Layer{}, InFile(path, Plain(err))
 	}
+	list := &probe
 	if len(probe.Content) > 0 && probe.Content[0].Kind == yaml.MappingNode {
-		var doc struct {
+		doc := probe.Content[0]
+		if err := Check(doc, reflect.TypeFor[struct {
 			Profile []Row `yaml:"profile"`
+		}]()); err != nil {
+			return Layer{}, InFile(path, err)
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&doc); err != nil {
-			return Layer{}, fmt.Errorf("%s: %w", path, err)
+		list = nil
+		for i := 0; i+1 < len(doc.Content); i += 2 {
+			if doc.Content[i].Value == "profile" {
+				list = doc.Content[i+1]
+			}
 		}
-		return Layer{Source: path, Rows: doc.Profile}, nil
+		if list == nil {
+			return Layer{Source: path}, nil
+		}
 	}
-	rows, err := ParseRows(data)
+	rows, err := DecodeRows(list)
 	if err != nil {
-		return Layer{}, fmt.Errorf("%s: %w", path, err)
+		return Layer{}, InFile(path, err)
 	}
 	return Layer{Source: path, Rows: rows}, nil
 }

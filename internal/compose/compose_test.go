@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -87,18 +88,28 @@ func TestComposeLayers(t *testing.T) {
 	}
 }
 
+// goType matches what must not reach a user: Go type names and YAML tags.
+var goType = regexp.MustCompile(`\b(int|int64|float64|string|bool)\b|!!|\w+\.[A-Z]\w*|go-yaml`)
+
 func TestComposeErrorsNameRowAndFile(t *testing.T) {
 	r := registry(t)
 	for _, tc := range []struct{ doc, want string }{
-		{"- id: x\n  module: nope\n", `profile row "x" (patch.yaml): unknown module "nope"`},
-		{"- id: y\n  module: limits\n  config: {maks: 1}\n", `profile row "y" (patch.yaml): module limits`},
-		{"- id: z\n  module: limits\n  config: {max: many}\n", `profile row "z" (patch.yaml)`},
-		{"- module: flag\n", "no id"},
+		{"- id: x\n  module: nope\n", `patch.yaml, line 1: profile row "x": unknown module "nope" (known: flag, limits)`},
+		{"- id: x\n  module: limit\n", `patch.yaml, line 1: profile row "x": unknown module "limit"; did you mean "limits"?`},
+		{"- id: y\n  module: limits\n  config: {maks: 1}\n", `patch.yaml, line 3: profile row "y" (module limits): unknown key "maks" (known keys: max, mode)`},
+		{"- id: y\n  module: limits\n  config:\n    max: 1\n    Mdoe: b\n", `patch.yaml, line 5: profile row "y" (module limits): unknown key "Mdoe"; did you mean "mode"?`},
+		{"- id: z\n  module: limits\n  config: {max: many}\n", `patch.yaml, line 3: profile row "z" (module limits): key "max" must be a whole number, not "many"`},
+		{"- id: z\n  module: limits\n  config: [1]\n", `patch.yaml, line 3: profile row "z" (module limits): the configuration must be a mapping of keys to values, not a list`},
+		{"- id: z\n  module: limits\n  config: {max: [1]}\n", `patch.yaml, line 3: profile row "z" (module limits): key "max" must be a whole number, not a list`},
+		{"- module: flag\n", "patch.yaml, line 1: profile row \"\" (module flag): the row has no id"},
 	} {
 		_, err := r.Compose(Layer{Source: "patch.yaml", Rows: rows(t, tc.doc)})
 		var re *RowError
-		if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.As(err, &re) || err.Error() != tc.want {
 			t.Errorf("%q: err = %v, want %q", tc.doc, err, tc.want)
+		}
+		if goType.MatchString(err.Error()) {
+			t.Errorf("%q: a Go type name in %q", tc.doc, err)
 		}
 	}
 	// A disabled row with an unknown module is fine: it never runs.
@@ -121,7 +132,12 @@ func TestPatchFile(t *testing.T) {
 			t.Errorf("PatchFile(%s) = %+v %v", path, l, err)
 		}
 	}
-	if _, err := PatchFile(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml") {
+	if _, err := PatchFile(bad); err == nil || err.Error() != bad+`, line 3: unknown key "modul" in profile[0]; did you mean "module"?` {
 		t.Errorf("bad patch error = %v", err)
+	}
+	_ = os.WriteFile(bad, []byte("- id: a\n  module: [flag\n"), 0o600)
+	var fe *FieldError
+	if _, err := PatchFile(bad); !errors.As(err, &fe) || fe.Code != CodeSyntax || !strings.HasPrefix(err.Error(), bad+", line ") || strings.Contains(err.Error(), "go-yaml") {
+		t.Errorf("malformed patch error = %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
@@ -81,29 +82,81 @@ func Load(dir string) (Config, error) {
 	return Parse(path, data)
 }
 
-// Parse decodes a configuration document.
+// Parse decodes a configuration document. Its errors name the file, the
+// line and the key in plain words (see compose.FieldError), with the
+// nearest valid key for a typo.
 func Parse(name string, data []byte) (Config, error) {
 	var c Config
 	if len(bytes.TrimSpace(data)) == 0 {
 		return c, nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("%s: %w", name, err)
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return Config{}, compose.InFile(name, compose.Plain(err))
+	}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind == 0 || (doc.Kind == yaml.ScalarNode && doc.ShortTag() == "!!null") {
+		return c, nil // only comments
+	}
+	if err := compose.Check(doc, reflect.TypeFor[Config]()); err != nil {
+		return Config{}, compose.InFile(name, err)
+	}
+	if err := doc.Load(&c, yaml.WithKnownFields()); err != nil {
+		return Config{}, compose.InFile(name, compose.Plain(err))
+	}
+	if rows := value(doc, "profile"); rows != nil && rows.Kind == yaml.SequenceNode && len(rows.Content) == len(c.Profile) {
+		for i := range c.Profile {
+			c.Profile[i].Line = rows.Content[i].Line
+		}
 	}
 	for i, p := range c.Providers {
+		line := 0
+		if ps := value(doc, "providers"); ps != nil && i < len(ps.Content) {
+			line = ps.Content[i].Line
+		}
+		bad := func(key, format string, args ...any) *compose.FieldError {
+			fe := &compose.FieldError{Code: compose.CodeBadValue, Line: line, Key: fmt.Sprintf("providers[%d].%s", i, key), Problem: fmt.Sprintf(format, args...)}
+			if ps := value(doc, "providers"); ps != nil && i < len(ps.Content) {
+				if v := value(ps.Content[i], key); v != nil {
+					fe.Line = v.Line
+				}
+			}
+			return fe
+		}
 		if strings.TrimSpace(p.ID) == "" || strings.Contains(p.ID, "/") {
-			return Config{}, fmt.Errorf("%s: providers[%d]: id must be non-empty and contain no '/'", name, i)
+			return Config{}, compose.InFile(name, bad("id", "provider %d: key \"id\" must be non-empty and contain no '/'", i+1))
 		}
 		switch p.Protocol {
 		case "", "openai", "anthropic":
 		default:
-			return Config{}, fmt.Errorf("%s: provider %s: unknown protocol %q (want openai or anthropic)", name, p.ID, p.Protocol)
+			fe := bad("protocol", "provider %s: unknown protocol %q (want openai or anthropic)", p.ID, p.Protocol)
+			fe.Suggestion = compose.Nearest(p.Protocol, []string{"openai", "anthropic"})
+			return Config{}, compose.InFile(name, fe)
 		}
 	}
 	if _, err := llm.ParseEffort(c.Effort); err != nil {
-		return Config{}, fmt.Errorf("%s: effort: %w", name, err)
+		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "effort", Problem: fmt.Sprintf("key \"effort\" must be off, low, high or max, not %q", c.Effort),
+			Suggestion: compose.Nearest(c.Effort, []string{"off", "low", "high", "max"})}
+		if v := value(doc, "effort"); v != nil {
+			fe.Line = v.Line
+		}
+		return Config{}, compose.InFile(name, fe)
 	}
 	return c, nil
+}
+
+// value is the value of key in mapping n, or nil.
+func value(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }

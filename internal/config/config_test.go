@@ -1,10 +1,12 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/dsh-dev/dsh/internal/compose"
 )
 
 func TestParse(t *testing.T) {
@@ -25,12 +27,22 @@ providers:
       - id: qwen3
         context_window: 32768
 `, ""},
-		{"unknown key", "modle: x\n", "modle"},
-		{"bad protocol", "providers:\n  - id: x\n    protocol: grpc\n", "unknown protocol"},
-		{"slash in id", "providers:\n  - id: a/b\n", "no '/'"},
-		{"empty id", "providers:\n  - base_url: x\n", "non-empty"},
-		{"bad effort", "effort: extreme\n", "effort"},
-		{"not yaml", "model: [unclosed\n", "config.yaml"},
+		{"comments only", "# nothing yet\n", ""},
+		{"unknown key", "modle: x\n", `config.yaml, line 1: unknown key "modle"; did you mean "model"?`},
+		{"unknown nested key", "providers:\n  - id: x\n    base-url: http://h\n", `config.yaml, line 3: unknown key "base-url" in providers[0]; did you mean "base_url"?`},
+		{"no near key", "zzz: 1\n", `config.yaml, line 1: unknown key "zzz" (known keys: effort, max_tokens, model, profile, providers)`},
+		{"not a number", "model: a/b\nmax_tokens: lots\n", `config.yaml, line 2: key "max_tokens" must be a whole number, not "lots"`},
+		{"deep number", "providers:\n  - id: x\n    models:\n      - id: m\n        context_window: big\n", `config.yaml, line 5: key "providers[0].models[0].context_window" must be a whole number, not "big"`},
+		{"list for mapping", "providers: {a: 1}\n", `config.yaml, line 1: key "providers" must be a list, not a mapping`},
+		{"not a mapping", "- a\n", `config.yaml, line 1: the configuration must be a mapping of keys to values, not a list`},
+		{"row key typo", "profile:\n  - id: a\n    modul: x\n", `config.yaml, line 3: unknown key "modul" in profile[0]; did you mean "module"?`},
+		{"bad protocol", "providers:\n  - id: x\n    protocol: grpc\n", `config.yaml, line 3: provider x: unknown protocol "grpc" (want openai or anthropic)`},
+		{"slash in id", "providers:\n  - id: a/b\n", `config.yaml, line 2: provider 1: key "id" must be non-empty and contain no '/'`},
+		{"empty id", "providers:\n  - base_url: x\n", `config.yaml, line 2: provider 1: key "id" must be non-empty and contain no '/'`},
+		{"protocol typo", "providers:\n  - id: x\n    protocol: openi\n", `config.yaml, line 3: provider x: unknown protocol "openi" (want openai or anthropic); did you mean "openai"?`},
+		{"effort typo", "effort: hihg\n", `config.yaml, line 1: key "effort" must be off, low, high or max, not "hihg"; did you mean "high"?`},
+		{"bad effort", "effort: extreme\n", `config.yaml, line 1: key "effort" must be off, low, high or max, not "extreme"`},
+		{"not yaml", "model: [unclosed\n", "config.yaml, line 2: this is not valid YAML: did not find expected ',' or ']'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse("config.yaml", []byte(tc.doc))
@@ -43,8 +55,12 @@ providers:
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			if err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("err = %v\nwant  %s", err, tc.wantErr)
+			}
+			var fe *compose.FieldError
+			if !errors.As(err, &fe) || fe.Code == "" {
+				t.Errorf("%v is not a *compose.FieldError with a code", err)
 			}
 		})
 	}
@@ -69,5 +85,17 @@ func TestLoadAndHome(t *testing.T) {
 	t.Setenv("HOME", "/nonexistent-home")
 	if h, _ := Home(); h != "/nonexistent-home/.dsh" {
 		t.Errorf("default home %q", h)
+	}
+}
+
+// TestProfileRowsKeepTheirLines: rows from config.yaml carry their line,
+// so composition errors can point at them.
+func TestProfileRowsKeepTheirLines(t *testing.T) {
+	c, err := Parse("config.yaml", []byte("model: x/y\nprofile:\n  - id: a\n    module: m\n\n  - id: b\n    module: m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Profile) != 2 || c.Profile[0].Line != 3 || c.Profile[1].Line != 6 {
+		t.Errorf("rows %+v", c.Profile)
 	}
 }
