@@ -32,6 +32,10 @@ const (
 	maxPlanLine   = 400 // a whole plan line
 )
 
+// exitGrace bounds how long a failed run waits for the agent to exit
+// before quoting its stderr.
+const exitGrace = time.Second
+
 // stderrTail is how much of the agent's stderr a diagnostic carries.
 const stderrTail = 1024
 
@@ -310,6 +314,16 @@ func (r *run) failure(cause, msg string, open int) subagent.Result {
 		msg = "cancelled (" + cause + "): " + msg
 	case "timeout":
 		msg = fmt.Sprintf("timed out after %v: %s", r.p.o.Timeout, msg)
+	default:
+		// The connection usually closes because the agent is exiting:
+		// its last stderr lines (the reason) are complete only once it
+		// has, which the stderr tail then waits for.
+		t := time.NewTimer(exitGrace)
+		select {
+		case <-r.proc.Exited():
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	res := r.collect(msg, openLine(open), r.untrackedLine(), strings.TrimPrefix(stderrSuffix(r.proc), "\n"))
 	res.StopReason = stop
