@@ -1,0 +1,375 @@
+// Package progress renders a session's event log as the human progress
+// stream dsh run writes to stderr on a terminal: the answer text as it
+// arrives, reasoning dimmed (or summarised without colour), one line per
+// tool call with its outcome, compact edit diffs, retry notices, a
+// transient "waiting" line while a request has produced nothing yet, and
+// a closing usage line. How a turn ended (an error, an abort) is left to
+// dsh run's own last lines, which say it once.
+//
+// The renderer reads only events, never the agent, so it shows exactly
+// what the log says; it is a deterministic function from an event
+// sequence (plus [Renderer.Tick] times) to bytes, which keeps it
+// golden-testable.
+package progress
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/subagent"
+)
+
+// Options shape the output.
+type Options struct {
+	// Color enables SGR colours and dimming (off for NO_COLOR).
+	Color bool
+	// Transient enables the erasable status line (carriage return and
+	// erase-line): only on a terminal.
+	Transient bool
+	// Width truncates status lines to this many columns; 0 means no
+	// limit.
+	Width int
+	// DiffLines caps the diff lines shown per edit; 0 means 12.
+	DiffLines int
+}
+
+// Renderer turns events into output bytes. It is used by one goroutine.
+type Renderer struct {
+	o Options
+	// col0 says the cursor is at the start of a line.
+	col0 bool
+	// status is the transient line currently shown ("" when none).
+	status string
+	// waitSince is the append time (ms) of the step/start whose request
+	// has produced nothing yet; 0 when not waiting.
+	waitSince int64
+	model     string
+	blocks    map[int]llm.BlockType // open blocks of the current step
+	calls     map[string]string     // callId → one-line summary of the call
+	labels    map[string]string     // subagent runId → label
+	usage     llm.Usage
+	steps     int
+	tools     int
+}
+
+// New returns a renderer.
+func New(o Options) *Renderer {
+	if o.DiffLines <= 0 {
+		o.DiffLines = 12
+	}
+	return &Renderer{o: o, col0: true, blocks: map[int]llm.BlockType{}, calls: map[string]string{}, labels: map[string]string{}}
+}
+
+// Render runs a whole event sequence through a new renderer, closing
+// line included.
+func Render(o Options, events []session.Event) []byte {
+	r := New(o)
+	var out []byte
+	for _, e := range events {
+		out = append(out, r.Event(e)...)
+	}
+	return append(out, r.Close()...)
+}
+
+// SGR codes.
+const (
+	dim    = "2"
+	bold   = "1"
+	red    = "31"
+	green  = "32"
+	yellow = "33"
+	cyan   = "36"
+)
+
+func (r *Renderer) paint(code, s string) string {
+	if !r.o.Color || s == "" {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+// w collects one call's output.
+type w struct {
+	r *Renderer
+	b strings.Builder
+}
+
+// clear erases the transient line before anything else is written.
+func (o *w) clear() {
+	if o.r.status != "" {
+		o.b.WriteString("\r\x1b[K")
+		o.r.status = ""
+	}
+}
+
+// text writes streamed text as is.
+func (o *w) text(s string) {
+	if s == "" {
+		return
+	}
+	o.clear()
+	o.b.WriteString(s)
+	o.r.col0 = strings.HasSuffix(s, "\n")
+}
+
+// line writes one whole line, starting a new one first if needed, cut
+// to the width.
+func (o *w) line(plain, painted string) {
+	o.clear()
+	if !o.r.col0 {
+		o.b.WriteByte('\n')
+	}
+	if o.r.o.Width > 0 && len([]rune(plain)) > o.r.o.Width {
+		plain = string([]rune(plain)[:o.r.o.Width-1]) + "…"
+		painted = plain
+	}
+	if painted == "" {
+		painted = plain
+	}
+	o.b.WriteString(painted)
+	o.b.WriteByte('\n')
+	o.r.col0 = true
+}
+
+// setStatus shows s as the transient line (terminals only).
+func (o *w) setStatus(s string) {
+	if !o.r.o.Transient {
+		return
+	}
+	if o.r.o.Width > 0 && len([]rune(s)) > o.r.o.Width-1 {
+		s = string([]rune(s)[:max(o.r.o.Width-2, 1)]) + "…"
+	}
+	if !o.r.col0 {
+		o.b.WriteByte('\n')
+		o.r.col0 = true
+	}
+	o.b.WriteString("\r\x1b[K" + o.r.paint(dim, s))
+	o.r.status = s
+}
+
+// Event renders one event.
+func (r *Renderer) Event(e session.Event) []byte {
+	o := &w{r: r}
+	switch e.Type {
+	case session.TypeRequestContext:
+		var p session.RequestContext
+		if e.Decode(&p) == nil {
+			r.model = p.Provider + "/" + p.Model
+			if r.waitSince != 0 {
+				o.setStatus("waiting for " + r.model + "…")
+			}
+		}
+	case session.TypeStepStart:
+		r.steps++
+		r.waitSince = e.Time
+		clear(r.blocks)
+		o.setStatus("waiting for the model…")
+	case session.TypeAssistantChunk:
+		var p session.AssistantChunk
+		if e.Decode(&p) == nil {
+			r.waitSince = 0
+			r.chunk(o, p.Chunk)
+		}
+	case session.TypeAssistantMsg:
+		var p session.AssistantMessage
+		if e.Decode(&p) == nil && p.Usage != nil {
+			r.usage.Add(*p.Usage)
+		}
+		r.waitSince = 0
+		if o.r.status != "" {
+			o.clear()
+		}
+	case session.TypeToolCall:
+		var p session.ToolCall
+		if e.Decode(&p) == nil {
+			s := callSummary(p.Name, p.Arguments)
+			r.calls[p.CallID] = s
+			o.setStatus("running " + s + " …")
+		}
+	case session.TypeToolResult:
+		var p session.ToolResult
+		if e.Decode(&p) == nil {
+			r.tools++
+			r.result(o, p)
+		}
+	case session.TypeLLMRetry:
+		var p session.LLMRetry
+		if e.Decode(&p) == nil {
+			r.waitSince = 0
+			why := "request failed"
+			if p.Failure != nil {
+				why = p.Failure.Error()
+			}
+			s := fmt.Sprintf("↻ retry %d/%d in %s: %s", p.Retry, p.MaxRetries, seconds(p.DelayMs), why)
+			o.line(s, r.paint(yellow, s))
+		}
+	case session.TypeLLMRetryStart:
+		r.waitSince = e.Time
+		o.setStatus("retrying…")
+	case session.TypeSubagentStart:
+		var p subagent.StartEvent
+		if e.Decode(&p) == nil {
+			r.labels[p.RunID] = p.Label
+			s := fmt.Sprintf("▸ subagent %q started (%s, session %s)", p.Label, p.Mode, p.ChildID)
+			o.line(s, r.paint(cyan, s))
+		}
+	case session.TypeSubagentEnd:
+		var p subagent.EndEvent
+		if e.Decode(&p) == nil {
+			s := fmt.Sprintf("◂ subagent %q %s", r.labels[p.RunID], p.StopReason)
+			if p.Usage != nil {
+				s += " · " + tokens(*p.Usage)
+			}
+			if p.Diagnostic != "" {
+				s += ": " + firstLine(p.Diagnostic)
+			}
+			delete(r.labels, p.RunID)
+			o.line(s, r.paint(cyan, s))
+		}
+	case session.TypeCompactionStart:
+		o.line("· compacting the conversation…", r.paint(dim, "· compacting the conversation…"))
+	}
+	return []byte(o.b.String())
+}
+
+// Tick refreshes the waiting line with the time waited so far; it
+// returns nothing unless a request is waiting for its first byte on a
+// terminal.
+func (r *Renderer) Tick(now time.Time) []byte {
+	if r.waitSince == 0 || !r.o.Transient {
+		return nil
+	}
+	o := &w{r: r}
+	waited := now.UnixMilli() - r.waitSince
+	who := "the model"
+	if r.model != "" {
+		who = r.model
+	}
+	o.setStatus(fmt.Sprintf("waiting for %s… %ds", who, waited/1000))
+	return []byte(o.b.String())
+}
+
+// Close ends the stream: it erases the transient line and writes the
+// closing usage line. Prices are not in the model catalog, so no cost is
+// shown.
+func (r *Renderer) Close() []byte {
+	o := &w{r: r}
+	o.clear()
+	s := fmt.Sprintf("── %s · %s · %s", plural(r.steps, "step"), plural(r.tools, "tool call"), tokens(r.usage))
+	o.line(s, r.paint(dim, s))
+	return []byte(o.b.String())
+}
+
+func (r *Renderer) chunk(o *w, c llm.Chunk) {
+	switch c.Type {
+	case llm.ChunkBlockStart:
+		r.blocks[c.Index] = c.BlockType
+		if c.BlockType == llm.BlockText && !r.col0 {
+			o.text("\n")
+		}
+		if r.status != "" {
+			o.clear()
+		}
+	case llm.ChunkTextDelta:
+		o.text(c.Text)
+	case llm.ChunkReasoningDelta:
+		if r.o.Color {
+			o.text(r.paint(dim, c.Text))
+		}
+	case llm.ChunkBlockEnd:
+		if c.Block == nil {
+			return
+		}
+		switch c.Block.Type {
+		case llm.BlockReasoning:
+			if !r.o.Color {
+				// Without dimming, streamed reasoning would read as the
+				// answer: summarise it instead.
+				s := "· thinking: " + firstLine(c.Block.Text)
+				o.line(s, s)
+			} else if !r.col0 {
+				o.text("\n")
+			}
+		case llm.BlockText:
+			if !r.col0 {
+				o.text("\n")
+			}
+		}
+	}
+}
+
+// result renders a tool outcome line and, for edits, the diff.
+func (r *Renderer) result(o *w, p session.ToolResult) {
+	call := r.calls[p.CallID]
+	delete(r.calls, p.CallID)
+	if call == "" {
+		call = p.Name
+	}
+	outcome, ok, diff := outcomeOf(p)
+	mark, code := "✓", green
+	if !ok {
+		mark, code = "✗", red
+	}
+	plain := mark + " " + call + " — " + outcome
+	o.line(plain, r.paint(code, mark)+" "+r.paint(bold, call)+" "+r.paint(dim, "— "+outcome))
+	if diff != "" {
+		r.diff(o, diff)
+	}
+}
+
+// diff shows a unified diff compactly: no file headers, at most
+// DiffLines lines, indented, coloured by kind.
+func (r *Renderer) diff(o *w, d string) {
+	lines := strings.Split(strings.TrimRight(d, "\n"), "\n")
+	shown := 0
+	for i, l := range lines {
+		if strings.HasPrefix(l, "--- ") || strings.HasPrefix(l, "+++ ") {
+			continue
+		}
+		if shown == r.o.DiffLines {
+			rest := 0
+			for _, m := range lines[i:] {
+				if !strings.HasPrefix(m, "--- ") && !strings.HasPrefix(m, "+++ ") {
+					rest++
+				}
+			}
+			s := fmt.Sprintf("    … %d more diff lines", rest)
+			o.line(s, r.paint(dim, s))
+			return
+		}
+		shown++
+		plain := "    " + strings.ReplaceAll(l, "\t", "    ")
+		code := dim
+		switch {
+		case strings.HasPrefix(l, "+"):
+			code = green
+		case strings.HasPrefix(l, "-"):
+			code = red
+		case strings.HasPrefix(l, "@@"):
+			code = cyan
+		}
+		o.line(plain, r.paint(code, plain))
+	}
+}
+
+// ParseArgs decodes tool arguments leniently: a model may send anything.
+func parseArgs(s string) map[string]any {
+	var m map[string]any
+	if json.Unmarshal([]byte(s), &m) != nil {
+		return nil
+	}
+	return m
+}
+
+func str(m map[string]any, keys ...string) string {
+	for _, k := range keys {
+		if v, ok := m[k].(string); ok && v != "" {
+			return v
+		}
+	}
+	return ""
+}
