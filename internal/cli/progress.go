@@ -76,7 +76,9 @@ func (p *progressOut) next(ctx context.Context, f *session.Follower) ([]session.
 		batch, err := f.Next(tctx, 256)
 		cancel()
 		if errors.Is(err, errTick) && ctx.Err() == nil {
-			_, _ = p.w.Write(p.r.Tick(time.Now()))
+			if b := p.r.Tick(time.Now()); len(b) > 0 {
+				_, _ = p.w.Write(b)
+			}
 			continue
 		}
 		return batch, err
