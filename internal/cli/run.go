@@ -95,7 +95,13 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	if *asJSON {
 		out = bufio.NewWriterSize(stdio.Stdout, 64<<10)
 	}
-	finishStream := streamEvents(sess.Log, out, stdio, newProgress(stdio, *showProgress, *quiet, *asJSON))
+	// --quiet also silences the subagent lines a run shows without a
+	// progress stream.
+	streamIO := stdio
+	if *quiet {
+		streamIO.Stderr = io.Discard
+	}
+	finishStream := streamEvents(sess.Log, out, streamIO, newProgress(stdio, *showProgress, *quiet, *asJSON))
 	defer finishStream()
 
 	// First interrupt cancels the turn cleanly; a second exits at once.
