@@ -217,3 +217,17 @@ func TestRunWithoutTerminalIsQuiet(t *testing.T) {
 		}
 	}
 }
+
+// TestRunProgressShowsRetries: a provider error that dsh retries is
+// shown with its reason and wait, then the answer.
+func TestRunProgressShowsRetries(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Enqueue(llmtest.Response{Status: 503}, llmtest.Response{Text: "second time lucky"})
+	stdout, stderr, code := e.dsh("", "run", "--progress", "say hi")
+	if code != 0 || stdout != "second time lucky\n" {
+		t.Fatalf("exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^↻ retry 1/\d+ in [0-9.]+s: \S+: .*\(HTTP 503\).*\nsecond time lucky\n── 1 step`).MatchString(stderr) {
+		t.Fatalf("no retry notice:\n%s", stderr)
+	}
+}

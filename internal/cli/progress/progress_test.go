@@ -261,3 +261,24 @@ func TestBadEventsDoNotPanic(t *testing.T) {
 		t.Fatalf("closing line missing: %q", out)
 	}
 }
+
+// TestRecordedEditSession renders the events a real dsh run logged
+// (dsh run --json against the scripted fake model doing the README's
+// edit task, docs/capture/script.json; the request and user events,
+// which render nothing, are left out of the recording).
+func TestRecordedEditSession(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "recorded-edit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []session.Event
+	for l := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		var e session.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		events = append(events, e)
+	}
+	golden(t, "recorded-edit.plain", Render(plain, events))
+	golden(t, "recorded-edit.tty", visible(Render(terminal, events)))
+}
