@@ -204,7 +204,7 @@ func (r *Renderer) Event(e session.Event) []byte {
 			if p.Failure != nil {
 				why = p.Failure.Error()
 			}
-			s := fmt.Sprintf("↻ retry %d/%d in %s: %s", p.Retry, p.MaxRetries, seconds(p.DelayMs), why)
+			s := clean(fmt.Sprintf("↻ retry %d/%d in %s: %s", p.Retry, p.MaxRetries, seconds(p.DelayMs), why))
 			o.line(s, r.paint(yellow, s))
 		}
 	case session.TypeLLMRetryStart:
@@ -214,7 +214,7 @@ func (r *Renderer) Event(e session.Event) []byte {
 		var p subagent.StartEvent
 		if e.Decode(&p) == nil {
 			r.labels[p.RunID] = p.Label
-			s := fmt.Sprintf("▸ subagent %q started (%s, session %s)", p.Label, p.Mode, p.ChildID)
+			s := clean(fmt.Sprintf("▸ subagent %q started (%s, session %s)", p.Label, p.Mode, p.ChildID))
 			o.line(s, r.paint(cyan, s))
 		}
 	case session.TypeSubagentEnd:
@@ -228,6 +228,7 @@ func (r *Renderer) Event(e session.Event) []byte {
 				s += ": " + firstLine(p.Diagnostic)
 			}
 			delete(r.labels, p.RunID)
+			s = clean(s)
 			o.line(s, r.paint(cyan, s))
 		}
 	case session.TypeCompactionStart:
@@ -275,10 +276,10 @@ func (r *Renderer) chunk(o *w, c llm.Chunk) {
 			o.clear()
 		}
 	case llm.ChunkTextDelta:
-		o.text(c.Text)
+		o.text(clean(c.Text))
 	case llm.ChunkReasoningDelta:
 		if r.o.Color {
-			o.text(r.paint(dim, c.Text))
+			o.text(r.paint(dim, clean(c.Text)))
 		}
 	case llm.ChunkBlockEnd:
 		if c.Block == nil {
@@ -289,7 +290,7 @@ func (r *Renderer) chunk(o *w, c llm.Chunk) {
 			if !r.o.Color {
 				// Without dimming, streamed reasoning would read as the
 				// answer: summarise it instead.
-				s := "· thinking: " + firstLine(c.Block.Text)
+				s := "· thinking: " + clean(firstLine(c.Block.Text))
 				o.line(s, s)
 			} else if !r.col0 {
 				o.text("\n")
@@ -307,7 +308,7 @@ func (r *Renderer) result(o *w, p session.ToolResult) {
 	call := r.calls[p.CallID]
 	delete(r.calls, p.CallID)
 	if call == "" {
-		call = p.Name
+		call = clean(p.Name)
 	}
 	outcome, ok, diff := outcomeOf(p)
 	mark, code := "✓", green

@@ -282,3 +282,25 @@ func TestRecordedEditSession(t *testing.T) {
 	golden(t, "recorded-edit.plain", Render(plain, events))
 	golden(t, "recorded-edit.tty", visible(Render(terminal, events)))
 }
+
+// TestControlBytesFromTheModelAreDropped: escape sequences in model text,
+// tool arguments or tool output never reach the terminal.
+func TestControlBytesFromTheModelAreDropped(t *testing.T) {
+	zero := 0
+	s := newScript(t).step(1).
+		stream(0, llm.BlockReasoning, "think \x1b]0;pwned\x07").
+		stream(1, llm.BlockText, "red \x1b[31mtext\x1b[0m\r\n").
+		tool("c1", "bash", `{"command":"echo \u001b[2J"}`, ok(""), resultMeta{ExitCode: &zero}).
+		tool("e1", "edit", `{"file_path":"a"}`, ok(""), map[string]any{"diff": "@@ -1 +1 @@\n-\x1b[2Jold\n+new\n"})
+	for _, o := range []Options{plain, terminal} {
+		out := string(Render(o, s.events))
+		for _, bad := range []string{"\x1b]", "\x1b[31mtext", "\x1b[2J", "\x07"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("%q reached the terminal: %q", bad, out)
+			}
+		}
+		if !strings.Contains(out, "red [31mtext[0m") {
+			t.Errorf("text lost: %q", out)
+		}
+	}
+}

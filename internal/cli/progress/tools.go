@@ -32,9 +32,24 @@ func callSummary(name, args string) string {
 	}
 	key = firstLine(key)
 	if key == "" {
-		return name
+		return clean(name)
 	}
-	return name + " " + key
+	return clean(name + " " + key)
+}
+
+// clean drops control characters (escape sequences above all) from
+// text the model or a tool produced, so that it cannot drive the
+// terminal; newlines and tabs stay.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // resultMeta gathers the meta fields of the built-in tools the renderer
@@ -68,6 +83,11 @@ type resultMeta struct {
 // outcomeOf says how a call ended, whether it went well, and the diff to
 // show for an edit.
 func outcomeOf(p session.ToolResult) (outcome string, ok bool, diff string) {
+	outcome, ok, diff = rawOutcome(p)
+	return clean(outcome), ok, clean(diff)
+}
+
+func rawOutcome(p session.ToolResult) (outcome string, ok bool, diff string) {
 	var m resultMeta
 	if len(p.Meta) > 0 {
 		_ = json.Unmarshal(p.Meta, &m)
