@@ -22,6 +22,9 @@ const progressTick = time.Second
 type progressOut struct {
 	w io.Writer
 	r *progress.Renderer
+	// tty says w is a terminal, whose width is read again before each
+	// batch so that a resize takes effect.
+	tty bool
 	// tick is how often a waiting line is refreshed; 0 when the output
 	// is no terminal (nothing there is transient).
 	tick time.Duration
@@ -44,7 +47,7 @@ func newProgress(stdio IO, force, quiet, asJSON bool) *progressOut {
 	} else if c, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && c > 0 {
 		o.Width = c
 	}
-	p := &progressOut{w: stdio.Stderr, r: progress.New(o)}
+	p := &progressOut{w: stdio.Stderr, r: progress.New(o), tty: tty}
 	if o.Transient {
 		p.tick = progressTick
 	}
@@ -91,6 +94,11 @@ var errTick = errors.New("progress tick")
 func (p *progressOut) events(batch []session.Event) {
 	if p == nil {
 		return
+	}
+	if p.tty {
+		if cols, ok := termWidth(p.w); ok {
+			p.r.SetWidth(cols)
+		}
 	}
 	var b []byte
 	for _, e := range batch {

@@ -54,6 +54,9 @@ type Renderer struct {
 	usage     llm.Usage
 	steps     int
 	tools     int
+	// mayAsk is set when the approval policy lets a call ask on the
+	// terminal.
+	mayAsk bool
 }
 
 // New returns a renderer.
@@ -63,6 +66,10 @@ func New(o Options) *Renderer {
 	}
 	return &Renderer{o: o, col0: true, blocks: map[int]llm.BlockType{}, calls: map[string]string{}, labels: map[string]string{}}
 }
+
+// SetWidth changes the width lines are cut to (the terminal was
+// resized); 0 means no limit.
+func (r *Renderer) SetWidth(cols int) { r.o.Width = max(cols, 0) }
 
 // Render runs a whole event sequence through a new renderer, closing
 // line included.
@@ -188,7 +195,12 @@ func (r *Renderer) Event(e session.Event) []byte {
 		if e.Decode(&p) == nil {
 			s := callSummary(p.Name, p.Arguments)
 			r.calls[p.CallID] = s
-			o.setStatus("running " + s + " …")
+			// A terminal approval prompt may follow the call; a status
+			// line written late (the renderer runs behind the log)
+			// would erase it, so calls that may ask show none.
+			if !r.mayAsk {
+				o.setStatus("running " + s + " …")
+			}
 		}
 	case session.TypeToolResult:
 		var p session.ToolResult
@@ -231,6 +243,19 @@ func (r *Renderer) Event(e session.Event) []byte {
 			s = clean(s)
 			o.line(s, r.paint(cyan, s))
 		}
+	case session.TypeApprovalPolicy:
+		var p struct {
+			Policy string `json:"policy"`
+		}
+		if e.Decode(&p) == nil {
+			r.mayAsk = p.Policy != "never"
+		}
+	case session.TypeApprovalAsked:
+		// The question goes to the terminal from another writer, which
+		// starts its own line and leaves the cursor at the start of one
+		// once answered: keep the status line as it is, never erase
+		// the prompt.
+		r.status, r.col0 = "", true
 	case session.TypeCompactionStart:
 		o.line("· compacting the conversation…", r.paint(dim, "· compacting the conversation…"))
 	}

@@ -304,3 +304,32 @@ func TestControlBytesFromTheModelAreDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRunningLineWhenApprovalsMayAsk: with the ask policy a call may
+// put a prompt on the terminal, which a late status line would erase, so
+// no "running" line is shown; with never it is.
+func TestNoRunningLineWhenApprovalsMayAsk(t *testing.T) {
+	zero := 0
+	for policy, want := range map[string]bool{"ask": false, "never": true} {
+		s := newScript(t).add(session.TypeApprovalPolicy, map[string]string{"policy": policy}).step(1).
+			add(session.TypeToolCall, session.ToolCall{CallID: "c", Name: "bash", Arguments: `{"command":"ls"}`}).
+			add(session.TypeApprovalAsked, map[string]string{"callId": "c"}).
+			add(session.TypeToolResult, session.ToolResult{CallID: "c", Name: "bash", Meta: mustJSON(t, resultMeta{ExitCode: &zero})})
+		out := string(Render(terminal, s.events))
+		if got := strings.Contains(out, "running bash ls"); got != want {
+			t.Errorf("policy %s: running line shown = %v, want %v:\n%q", policy, got, want, out)
+		}
+		if !strings.Contains(out, "bash ls\x1b[0m \x1b[2m— exit 0") {
+			t.Errorf("policy %s: no result line:\n%q", policy, out)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
