@@ -30,3 +30,18 @@ tmux wait-for done
 tmux capture-pane -t dshcap -p -e > "$repo/docs/dsh-run-terminal.ansi"
 tmux capture-pane -t dshcap -p > "$repo/docs/dsh-run-terminal.txt"
 python3 "$repo/docs/capture/ansi2png.py" "$repo/docs/dsh-run-terminal.ansi" "$repo/docs/dsh-run-terminal.png"
+
+# Second capture: an unreachable provider, caught mid-run, showing the
+# retry notices and the live waiting line.
+tmux kill-session -t dshcap
+cat > "$work/down.sh" <<DEMO
+export PATH=$work/bin:\$PATH TERM=xterm-256color DSH_HOME=$work/home DEEPSEEK_API_KEY=demo DEEPSEEK_BASE_URL=http://127.0.0.1:9
+printf '%s\\n' "\\$ dsh run 'hello'"
+dsh run 'hello'
+exec sleep 600
+DEMO
+tmux new-session -d -s dshcap -x 100 -y 11 -c "$work/greet" "sh $work/down.sh"
+# Let three retries pass (0.5 s + 1 s + 2 s of backoff) and the fourth wait begin.
+sleep 5.5
+tmux capture-pane -t dshcap -p -e > "$repo/docs/dsh-run-retry.ansi"
+python3 "$repo/docs/capture/ansi2png.py" "$repo/docs/dsh-run-retry.ansi" "$repo/docs/dsh-run-retry.png"

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -54,6 +55,10 @@ type Renderer struct {
 	usage     llm.Usage
 	steps     int
 	tools     int
+	// retryAt is when the pending retry starts (ms), retryN its number;
+	// 0 when none is pending.
+	retryAt int64
+	retryN  int
 	// mayAsk is set when the approval policy lets a call ask on the
 	// terminal.
 	mayAsk bool
@@ -93,7 +98,7 @@ const (
 )
 
 func (r *Renderer) paint(code, s string) string {
-	if !r.o.Color || s == "" {
+	if !r.o.Color || code == "" || s == "" {
 		return s
 	}
 	return "\x1b[" + code + "m" + s + "\x1b[0m"
@@ -123,21 +128,51 @@ func (o *w) text(s string) {
 	o.r.col0 = strings.HasSuffix(s, "\n")
 }
 
-// line writes one whole line, starting a new one first if needed, cut
-// to the width.
-func (o *w) line(plain, painted string) {
+// span is a run of text in one SGR style ("" for none).
+type span struct{ code, text string }
+
+// line writes one whole line of spans, starting a new line first if
+// needed, cut to the width (keeping the colours of what remains).
+func (o *w) line(spans ...span) {
+	o.write(true, spans)
+}
+
+// wrapLine is line without the cut: for text whose end matters (the
+// reason of a retry), the terminal wraps it.
+func (o *w) wrapLine(spans ...span) {
+	o.write(false, spans)
+}
+
+func (o *w) write(cut bool, spans []span) {
 	o.clear()
 	if !o.r.col0 {
 		o.b.WriteByte('\n')
 	}
-	if o.r.o.Width > 0 && len([]rune(plain)) > o.r.o.Width {
-		plain = string([]rune(plain)[:o.r.o.Width-1]) + "…"
-		painted = plain
+	left := -1 // runes left on the line; -1 is no limit
+	if cut && o.r.o.Width > 0 {
+		n := 0
+		for _, sp := range spans {
+			n += utf8.RuneCountInString(sp.text)
+		}
+		if n > o.r.o.Width {
+			left = o.r.o.Width - 1
+		}
 	}
-	if painted == "" {
-		painted = plain
+	for _, sp := range spans {
+		t := sp.text
+		if left >= 0 {
+			if rs := []rune(t); len(rs) > left {
+				t = string(rs[:left]) + "…"
+				left = 0
+			} else {
+				left -= len(rs)
+			}
+		}
+		o.b.WriteString(o.r.paint(sp.code, t))
+		if left == 0 {
+			break
+		}
 	}
-	o.b.WriteString(painted)
 	o.b.WriteByte('\n')
 	o.r.col0 = true
 }
@@ -217,9 +252,13 @@ func (r *Renderer) Event(e session.Event) []byte {
 				why = p.Failure.Error()
 			}
 			s := clean(fmt.Sprintf("↻ retry %d/%d in %s: %s", p.Retry, p.MaxRetries, seconds(p.DelayMs), why))
-			o.line(s, r.paint(yellow, s))
+			o.wrapLine(span{yellow, s})
+			r.retryAt = e.Time + p.DelayMs
+			r.retryN = p.Retry
+			o.setStatus(fmt.Sprintf("retry %d in %ds…", p.Retry, (p.DelayMs+999)/1000))
 		}
 	case session.TypeLLMRetryStart:
+		r.retryAt = 0
 		r.waitSince = e.Time
 		o.setStatus("retrying…")
 	case session.TypeSubagentStart:
@@ -227,7 +266,7 @@ func (r *Renderer) Event(e session.Event) []byte {
 		if e.Decode(&p) == nil {
 			r.labels[p.RunID] = p.Label
 			s := clean(fmt.Sprintf("▸ subagent %q started (%s, session %s)", p.Label, p.Mode, p.ChildID))
-			o.line(s, r.paint(cyan, s))
+			o.line(span{cyan, s})
 		}
 	case session.TypeSubagentEnd:
 		var p subagent.EndEvent
@@ -241,7 +280,7 @@ func (r *Renderer) Event(e session.Event) []byte {
 			}
 			delete(r.labels, p.RunID)
 			s = clean(s)
-			o.line(s, r.paint(cyan, s))
+			o.line(span{cyan, s})
 		}
 	case session.TypeApprovalPolicy:
 		var p struct {
@@ -257,19 +296,27 @@ func (r *Renderer) Event(e session.Event) []byte {
 		// the prompt.
 		r.status, r.col0 = "", true
 	case session.TypeCompactionStart:
-		o.line("· compacting the conversation…", r.paint(dim, "· compacting the conversation…"))
+		o.line(span{dim, "· compacting the conversation…"})
 	}
 	return []byte(o.b.String())
 }
 
-// Tick refreshes the waiting line with the time waited so far; it
-// returns nothing unless a request is waiting for its first byte on a
-// terminal.
+// Tick refreshes the transient line on a terminal: the countdown to a
+// pending retry, or the time a request has waited for its first byte. It
+// returns nothing when neither is pending or there is no terminal.
 func (r *Renderer) Tick(now time.Time) []byte {
-	if r.waitSince == 0 || !r.o.Transient {
+	if !r.o.Transient {
 		return nil
 	}
 	o := &w{r: r}
+	if r.retryAt != 0 {
+		left := max(r.retryAt-now.UnixMilli(), 0)
+		o.setStatus(fmt.Sprintf("retry %d in %ds…", r.retryN, (left+999)/1000))
+		return []byte(o.b.String())
+	}
+	if r.waitSince == 0 {
+		return nil
+	}
 	waited := now.UnixMilli() - r.waitSince
 	who := "the model"
 	if r.model != "" {
@@ -286,7 +333,7 @@ func (r *Renderer) Close() []byte {
 	o := &w{r: r}
 	o.clear()
 	s := fmt.Sprintf("── %s · %s · %s", plural(r.steps, "step"), plural(r.tools, "tool call"), tokens(r.usage))
-	o.line(s, r.paint(dim, s))
+	o.line(span{dim, s})
 	return []byte(o.b.String())
 }
 
@@ -316,7 +363,7 @@ func (r *Renderer) chunk(o *w, c llm.Chunk) {
 				// Without dimming, streamed reasoning would read as the
 				// answer: summarise it instead.
 				s := "· thinking: " + clean(firstLine(c.Block.Text))
-				o.line(s, s)
+				o.line(span{"", s})
 			} else if !r.col0 {
 				o.text("\n")
 			}
@@ -340,8 +387,7 @@ func (r *Renderer) result(o *w, p session.ToolResult) {
 	if !ok {
 		mark, code = "✗", red
 	}
-	plain := mark + " " + call + " — " + outcome
-	o.line(plain, r.paint(code, mark)+" "+r.paint(bold, call)+" "+r.paint(dim, "— "+outcome))
+	o.line(span{code, mark}, span{"", " "}, span{bold, call}, span{"", " "}, span{dim, "— " + outcome})
 	if diff != "" {
 		r.diff(o, diff)
 	}
@@ -364,7 +410,7 @@ func (r *Renderer) diff(o *w, d string) {
 				}
 			}
 			s := fmt.Sprintf("    … %d more diff lines", rest)
-			o.line(s, r.paint(dim, s))
+			o.line(span{dim, s})
 			return
 		}
 		shown++
@@ -378,7 +424,7 @@ func (r *Renderer) diff(o *w, d string) {
 		case strings.HasPrefix(l, "@@"):
 			code = cyan
 		}
-		o.line(plain, r.paint(code, plain))
+		o.line(span{code, plain})
 	}
 }
 

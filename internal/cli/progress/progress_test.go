@@ -333,3 +333,26 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 	}
 	return b
 }
+
+// TestRetryCountdown: between a retry notice and the new attempt the
+// transient line counts down to it; then it waits for the first byte.
+func TestRetryCountdown(t *testing.T) {
+	s := newScript(t).step(1).
+		add(session.TypeLLMRetry, session.LLMRetry{Retry: 2, MaxRetries: 5, DelayMs: 4100,
+			Failure: &llm.Failure{Code: "TRANSPORT", Message: "dial tcp 127.0.0.1:9: connect: connection refused"}})
+	at := time.UnixMilli(s.now)
+	r := New(terminal)
+	var out []byte
+	for _, e := range s.events {
+		out = append(out, r.Event(e)...)
+	}
+	out = append(out, r.Tick(at.Add(1500*time.Millisecond))...)
+	rest := newScript(t)
+	rest.now = s.now + 4100
+	rest.add(session.TypeLLMRetryStart, session.LLMRetryStarted{Retry: 2})
+	for _, e := range rest.events {
+		out = append(out, r.Event(e)...)
+	}
+	out = append(out, r.Tick(at.Add(6200*time.Millisecond))...)
+	golden(t, "retry-countdown.tty", visible(out))
+}
