@@ -203,8 +203,9 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 
 // streamEvents starts the goroutine that follows log from its first live
 // event: each event goes to out as a JSON line (when out is set) and
-// through the progress renderer p (childActivity when p is nil). The returned finish stops it after it has
-// written every event appended so far and waits for it; it is idempotent.
+// through the progress renderer p (childActivity when p is nil). The
+// returned finish stops it after it has written every event appended so
+// far and waits for it; it is idempotent.
 func streamEvents(log *session.Log, out *bufio.Writer, stdio IO, p *progressOut) (finish func()) {
 	f := log.Follow(log.FirstLiveSeq())
 	ctx, stop := context.WithCancel(context.Background())
