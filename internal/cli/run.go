@@ -41,6 +41,8 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	preset := fs.String("agent-preset", "", "agent preset of a new session (standard, minimal, or one from the profile)")
 	perm := fs.String("permission", "", "permission preset: read-only, workspace-write (default), auto or full-access")
 	approval := fs.String("approval", "", "approval policy: ask (default) or never")
+	quiet := fs.Bool("quiet", false, "no progress on stderr, even on a terminal")
+	showProgress := fs.Bool("progress", false, "stream progress to stderr even when it is no terminal")
 	var patches patchFlags
 	fs.Var(&patches, "patch", "apply this profile patch file after config.yaml (repeatable)")
 	pos, err := parseInterspersed(fs, args)
@@ -93,7 +95,13 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	if *asJSON {
 		out = bufio.NewWriterSize(stdio.Stdout, 64<<10)
 	}
-	finishStream := streamEvents(sess.Log, out, stdio)
+	// --quiet also silences the subagent lines a run shows without a
+	// progress stream.
+	streamIO := stdio
+	if *quiet {
+		streamIO.Stderr = io.Discard
+	}
+	finishStream := streamEvents(sess.Log, out, streamIO, newProgress(stdio, *showProgress, *quiet, *asJSON))
 	defer finishStream()
 
 	// First interrupt cancels the turn cleanly; a second exits at once.
@@ -196,9 +204,10 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 
 // streamEvents starts the goroutine that follows log from its first live
 // event: each event goes to out as a JSON line (when out is set) and
-// through childActivity. The returned finish stops it after it has
-// written every event appended so far and waits for it; it is idempotent.
-func streamEvents(log *session.Log, out *bufio.Writer, stdio IO) (finish func()) {
+// through the progress renderer p (childActivity when p is nil). The
+// returned finish stops it after it has written every event appended so
+// far and waits for it; it is idempotent.
+func streamEvents(log *session.Log, out *bufio.Writer, stdio IO, p *progressOut) (finish func()) {
 	f := log.Follow(log.FirstLiveSeq())
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -212,16 +221,20 @@ func streamEvents(log *session.Log, out *bufio.Writer, stdio IO) (finish func())
 		for {
 			// Once stopped, Next still returns what is left and fails
 			// only when the stream has caught up with the log.
-			batch, err := f.Next(ctx, 256)
+			batch, err := p.next(ctx, f)
 			if err != nil {
+				p.close()
 				return
 			}
 			for _, e := range batch {
 				if enc != nil {
 					_ = enc.Encode(e)
 				}
-				childActivity(stdio, e, labels)
+				if p == nil {
+					childActivity(stdio, e, labels)
+				}
 			}
+			p.events(batch)
 			if out != nil {
 				_ = out.Flush()
 			}

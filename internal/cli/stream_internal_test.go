@@ -29,7 +29,7 @@ func TestStreamEventsBlockedWriterLosesNothing(t *testing.T) {
 	}
 	pr, pw := io.Pipe()
 	var stderr bytes.Buffer
-	finish := streamEvents(log, bufio.NewWriterSize(pw, 4<<10), IO{Stderr: &stderr})
+	finish := streamEvents(log, bufio.NewWriterSize(pw, 4<<10), IO{Stderr: &stderr}, nil)
 	const n = 20_000 // megabytes of JSON, far past the writer's buffer
 	for range n {
 		if _, err := log.Append(session.TypeAssistantChunk, map[string]any{"delta": strings.Repeat("x", 64)}); err != nil {
