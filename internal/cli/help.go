@@ -43,6 +43,8 @@ prompt; put "--" before a prompt that starts with "-".`,
   --agent-preset NAME   agent preset of a new session (standard, minimal, or one from the profile)
   --cwd DIR             working directory of a new session (default: the current directory)
   --json                print every session event as a JSON line, then a run/result line
+  --quiet               no progress on standard error (on a terminal it is shown by default)
+  --progress            show progress on standard error even off a terminal (plain, no colour)
   --resume ID           continue the session with this id (see "dsh sessions list --all")
   --continue            continue the newest session of this directory
   --permission PRESET   read-only, workspace-write (default), auto or full-access
