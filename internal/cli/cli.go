@@ -43,7 +43,7 @@ Usage:
   dsh sessions list [--json] [--all]
   dsh sessions show ID [--json]
   dsh sessions export ID
-  dsh sessions import FILE
+  dsh sessions import FILE|DIR...
   dsh sessions tree ID [--json]
   dsh compact ID
   dsh config dump [--patch FILE]...
@@ -52,7 +52,8 @@ Usage:
   dsh doctor
   dsh version
 
-PROMPT "-" reads the prompt from standard input. State lives in $DSH_HOME
+PROMPT "-" reads the prompt from standard input. A session ID may be
+abbreviated to any prefix that only one session has. State lives in $DSH_HOME
 (default ~/.dsh). Run "dsh COMMAND -h" for a command's flags.
 `
 
@@ -115,6 +116,13 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // fail prints err and returns the exit code its kind calls for.
 func fail(stdio IO, err error) int {
+	// An id that names no session, or several, is a usage error with
+	// directions for finding the right one.
+	var ide *sqlite.IDError
+	if errors.As(err, &ide) {
+		printIDError(stdio, ide)
+		return ExitUsage
+	}
 	fmt.Fprintln(stdio.Stderr, "dsh:", err)
 	var ce *app.ConfigError
 	if errors.As(err, &ce) {
