@@ -247,7 +247,7 @@ func TestExitCodes(t *testing.T) {
 		{"no prompt", nil, []string{"run"}, nil, 2, "PROMPT"},
 		{"bad flag", nil, []string{"run", "--bogus", "hi"}, nil, 2, ""},
 		{"unknown command", nil, []string{"frobnicate"}, nil, 2, "unknown command"},
-		{"resume unknown", nil, []string{"run", "--resume", "no-such-id", "hi"}, nil, 1, "not found"},
+		{"resume unknown", nil, []string{"run", "--resume", "no-such-id", "hi"}, nil, 2, "dsh sessions list --all"},
 		{"bad config", nil, []string{"run", "hi"}, nil, 2, "config.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
