@@ -1,6 +1,14 @@
 package cli
 
-import "testing"
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dsh-dev/dsh/internal/app"
+)
 
 func TestShortIDs(t *testing.T) {
 	ids := []string{"01a231a7-792b", "01a231a7-c22f", "01a231a7-c266", "01b00000-0000", "abc", "abcd-1"}
@@ -43,5 +51,32 @@ func TestListTitle(t *testing.T) {
 	}
 	if got := listTitle(ListedSession{}, short); got != "-" {
 		t.Errorf("untitled %q", got)
+	}
+}
+
+func TestResolveDelegation(t *testing.T) {
+	dir := t.TempDir()
+	for _, id := range []string{"d-20261201-125000-aaaaaaaa", "d-20261201-125000-bbbbbbbb", "d-20261201-130000-cccccccc"} {
+		if err := os.Mkdir(filepath.Join(dir, id), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ prefix, want, err string }{
+		{"d-20261201-125000-aaaaaaaa", "d-20261201-125000-aaaaaaaa", ""},
+		{"d-20261201-13", "d-20261201-130000-cccccccc", ""},
+		{"d-20261201-125000-b", "d-20261201-125000-bbbbbbbb", ""},
+		{"d-20261201-1250", "", "ambiguous: it matches\n  d-20261201-125000-aaaaaaaa\n  d-20261201-125000-bbbbbbbb\n"},
+		{"d-2027", "", `no delegation id starts with "d-2027"`},
+		{"", "", "no delegation id"},
+		{"../x", "", "no delegation id"},
+	} {
+		got, err := resolveDelegation(dir, tc.prefix)
+		var ce *app.ConfigError
+		if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && (!strings.Contains(err.Error(), tc.err) || !errors.As(err, &ce))) {
+			t.Errorf("resolveDelegation(%q) = %q, %v", tc.prefix, got, err)
+		}
+	}
+	if _, err := resolveDelegation(filepath.Join(dir, "none"), "d-"); err == nil || !strings.Contains(err.Error(), "no delegation id") {
+		t.Errorf("missing directory: %v", err)
 	}
 }
