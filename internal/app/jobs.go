@@ -136,7 +136,7 @@ func (s *Session) NoteHumanTurn() { s.jobs.notifier.NoteHumanTurn(s.Log.ID()) }
 // lease released, so another process can resume it at once.
 func (s *Session) Close() {
 	// The title call appends to the log: it ends before the flush.
-	s.SettleTitle()
+	s.SettleTitle(context.Background())
 	s.jobs.detach(s.Log.ID())
 	if s.live != nil {
 		s.live.remove(s.Log.ID())

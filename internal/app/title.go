@@ -174,9 +174,10 @@ func (t *titler) run(ctx context.Context, prompt string, done chan struct{}) {
 	_, _ = t.log.Append(session.TypeTitle, p, session.Ignorable())
 }
 
-// settle waits for a call in flight until it ends or grace passes, then
-// cancels it and waits for its (failed) record; no call starts after.
-func (t *titler) settle(grace time.Duration) {
+// settle waits for a call in flight until it ends, grace passes or ctx
+// is done, then cancels it and waits for its (failed) record; no call
+// starts after.
+func (t *titler) settle(ctx context.Context, grace time.Duration) {
 	t.mu.Lock()
 	state, done, cancel := t.state, t.done, t.cancel
 	t.state = titleStopped
@@ -189,10 +190,10 @@ func (t *titler) settle(grace time.Duration) {
 	select {
 	case <-done:
 	case <-timer.C:
-		cancel()
-		<-done
+	case <-ctx.Done():
 	}
 	cancel()
+	<-done
 }
 
 // callText makes one call and returns its text.
@@ -226,12 +227,13 @@ func callText(ctx context.Context, ad llm.Adapter, req llm.Request) (string, *ll
 	return b.String(), usage, nil
 }
 
-// SettleTitle waits briefly for a session-title call still in flight (see
-// the "session-title" profile row) so that its record is in the log
-// before the run reports; a call that takes longer is cancelled and
-// logged as failed. It is a no-op without a title model, and idempotent.
-func (s *Session) SettleTitle() {
+// SettleTitle waits briefly (a few seconds, or until ctx is done) for a
+// session-title call still in flight (see the "session-title" profile
+// row) so that its record is in the log before the run reports; a call
+// that takes longer is cancelled and logged as failed. It is a no-op
+// without a title model, and idempotent.
+func (s *Session) SettleTitle(ctx context.Context) {
 	if s.titler != nil {
-		s.titler.settle(titleGrace)
+		s.titler.settle(ctx, titleGrace)
 	}
 }

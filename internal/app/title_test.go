@@ -96,8 +96,8 @@ func TestTitlerLogsRequestAndTitle(t *testing.T) {
 	long := "the flag parser drops values after --; find out why and fix it\n" + strings.Repeat("details ", 1000)
 	appendMsg(t, log, llm.Source{Kind: "user"}, long)
 	appendMsg(t, log, llm.Source{Kind: "user"}, "a second prompt")
-	tt.settle(time.Minute)
-	tt.settle(time.Minute) // idempotent
+	tt.settle(context.Background(), time.Minute)
+	tt.settle(context.Background(), time.Minute) // idempotent
 	got := titleEvents(t, log)
 	if len(got) != 1 || ad.calls.Load() != 1 {
 		t.Fatalf("%d title events, %d calls", len(got), ad.calls.Load())
@@ -139,7 +139,7 @@ func TestTitlerLogsFailure(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tt, log := newTitler(t, &fakeAdapter{fn: fn})
 			appendMsg(t, log, llm.Source{Kind: "user"}, "do the thing")
-			tt.settle(time.Minute)
+			tt.settle(context.Background(), time.Minute)
 			got := titleEvents(t, log)
 			if len(got) != 1 || got[0].Title != "" || got[0].Error == nil {
 				t.Fatalf("title events %+v", got)
@@ -164,7 +164,7 @@ func TestTitlerSettleCancelsSlowCall(t *testing.T) {
 		appendMsg(t, log, llm.Source{Kind: "user"}, "slow model")
 		<-ad.reqs
 		start := time.Now()
-		tt.settle(titleGrace)
+		tt.settle(context.Background(), titleGrace)
 		if waited := time.Since(start); waited != titleGrace {
 			t.Errorf("settle waited %v, want the grace %v", waited, titleGrace)
 		}
@@ -186,7 +186,7 @@ func TestTitlerSettleCancelsSlowCall(t *testing.T) {
 func TestTitlerSettleWithoutPrompt(t *testing.T) {
 	ad := &fakeAdapter{fn: textAnswer("x")}
 	tt, log := newTitler(t, ad)
-	tt.settle(time.Hour)
+	tt.settle(context.Background(), time.Hour)
 	appendMsg(t, log, llm.Source{Kind: "user"}, "late prompt")
 	if ad.calls.Load() != 0 || len(titleEvents(t, log)) != 0 {
 		t.Fatal("a call started after settle")
@@ -206,4 +206,27 @@ func TestNamedSkipsResumedSessions(t *testing.T) {
 	if !named(log.Events()) {
 		t.Fatal("a prompted session is not named")
 	}
+}
+
+// TestTitlerSettleStopsWithContext: a done context cuts the grace short.
+func TestTitlerSettleStopsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ad := &fakeAdapter{reqs: make(chan llm.Request, 1), fn: func(ctx context.Context) ([]llm.Chunk, error) {
+			<-ctx.Done()
+			return nil, &llm.Failure{Code: llm.CodeAborted, Message: "cancelled"}
+		}}
+		tt, log := newTitler(t, ad)
+		appendMsg(t, log, llm.Source{Kind: "user"}, "slow model")
+		<-ad.reqs
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		start := time.Now()
+		tt.settle(ctx, time.Hour)
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("settle waited %v after its context was done", waited)
+		}
+		if got := titleEvents(t, log); len(got) != 1 || got[0].Error == nil {
+			t.Fatalf("title events %+v", got)
+		}
+	})
 }

@@ -153,7 +153,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	cancel()
 	// A session-title call still in flight is logged before the stream
 	// ends, so that --json carries it.
-	sess.SettleTitle()
+	sess.SettleTitle(ctx)
 
 	status, exit := "completed", ExitOK
 	switch res.Reason.Kind {
