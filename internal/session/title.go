@@ -32,16 +32,30 @@ type Title struct {
 }
 
 // PromptTitle derives a title from a prompt: its first non-blank line,
-// whitespace collapsed, cut to about [TitleMaxRunes] characters on a word
-// boundary (with "…" when cut). It returns "" for a blank prompt.
+// whitespace collapsed and control characters dropped, cut to about
+// [TitleMaxRunes] characters on a word boundary (with "…" when cut). It
+// returns "" for a blank prompt.
 func PromptTitle(prompt string) string {
 	var line string
 	for l := range strings.Lines(prompt) {
-		if line = strings.Join(strings.Fields(l), " "); line != "" {
+		if line = strings.Join(strings.Fields(strings.Map(printable, l)), " "); line != "" {
 			break
 		}
 	}
 	return cutTitle(line)
+}
+
+// printable drops the control characters (terminal escapes among them)
+// and bidirectional overrides that would let a title rewrite the
+// terminal or the table it is listed in; tabs become spaces.
+func printable(r rune) rune {
+	switch {
+	case r == '\t' || r == '\n':
+		return r
+	case unicode.IsControl(r), r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return -1
+	}
+	return r
 }
 
 // CleanTitle normalizes a title a model proposed: the first non-blank
@@ -93,7 +107,9 @@ func TitleOf(e Event) (title string, fromModel bool) {
 		if e.Decode(&p) != nil {
 			return "", false
 		}
-		return p.Title, p.Title != ""
+		// Normalized like a prompt title: a title is one printable line.
+		t := PromptTitle(p.Title)
+		return t, t != ""
 	case TypeUserMessage:
 		var m llm.Message
 		if e.Decode(&m) != nil || !namesSession(m.Source) {

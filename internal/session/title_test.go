@@ -25,6 +25,8 @@ func TestPromptTitle(t *testing.T) {
 		{strings.Repeat("word ", 11) + "abcd, tail tail tail", strings.Repeat("word ", 11) + "abcd…"},
 		// A cut in the middle of a word backs off to the word boundary.
 		{strings.Repeat("word ", 11) + "abcdefgh tail", strings.Repeat("word ", 10) + "word…"},
+		// Terminal escapes and bidi overrides cannot reach the table.
+		{"\x1b[2Jclear \x1b]0;owned\x07screen\u202e now\r", "[2Jclear ]0;ownedscreen now"},
 	} {
 		got := PromptTitle(tc.in)
 		if got != tc.want {
@@ -68,6 +70,7 @@ func TestTitleOf(t *testing.T) {
 		{"injected context", msg(llm.Source{Kind: "plugin", Plugin: "instructions"}, "AGENTS.md says"), "", false},
 		{"parent message to a child", msg(llm.Source{Kind: "parent", Form: "agent-message"}, "stop"), "", false},
 		{"model title", titled(Title{Title: "List files", Model: "m"}), "List files", true},
+		{"model title normalized", titled(Title{Title: "List\tfiles\x1b[31m\nsecond line", Model: "m"}), "List files[31m", true},
 		{"failed model title", titled(Title{Model: "m", Error: &llm.Failure{Code: llm.CodeAuth, Message: "no key"}}), "", false},
 		{"other event", Event{Type: TypeTurnStart, Data: json.RawMessage(`{"turn":1}`)}, "", false},
 		{"undecodable", Event{Type: TypeTitle, Data: json.RawMessage(`[]`)}, "", false},
