@@ -164,8 +164,9 @@ type SessionOptions struct {
 	// Preset is the agent preset of a new session (default "standard").
 	// A resumed session keeps its own; naming another one is an error.
 	Preset string
-	// ResumeID resumes that session; Continue resumes the newest session
-	// whose cwd is Cwd.
+	// ResumeID resumes that session (a unique id prefix is enough; one
+	// that matches no session or several fails with a *sqlite.IDError);
+	// Continue resumes the newest session whose cwd is Cwd.
 	ResumeID string
 	Continue bool
 	// Permission selects a permission preset (logged); "" keeps the
@@ -197,6 +198,8 @@ type Session struct {
 	jobs    *jobHub
 	live    *live
 	manager *subagent.Manager
+	// titler is the session-title call, nil without a title model.
+	titler *titler
 	// lease is the session lease this process holds (nil for children,
 	// which their parent's process writes).
 	lease *sqlite.Lease
@@ -389,7 +392,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	}
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager}, nil
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler}, nil
 }
 
 func newMessageID() string {
@@ -410,6 +413,14 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, *sql
 		holder = "dsh"
 	}
 	id := o.ResumeID
+	if id != "" {
+		// An id may be abbreviated to any prefix only one session has.
+		full, err := a.Store.Resolve(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		id = full
+	}
 	if o.Continue && id == "" {
 		cwd, err := resolveCwd(o.Cwd)
 		if err != nil {

@@ -72,6 +72,8 @@ type env struct {
 	subagentMode   string
 	// warn reports a non-fatal problem to the user.
 	warn func(format string, args ...any)
+	// titler makes the session-title call (the session-title module).
+	titler *titler
 }
 
 // plugin is a decoded module row that wires something into a session.
@@ -304,6 +306,7 @@ func modules() *compose.Registry {
 		}
 		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: c.EnvPassthrough}), nil
 	}))
+	registerTitleModule(must)
 	registerToolModules(must)
 	registerPermissionModules(must)
 	registerSubagentModules(must)

@@ -386,6 +386,19 @@ func TestSubagentChildRunsInItsOwnSession(t *testing.T) {
 	if child == nil || child.Origin != "subagent" || child.DelegationDepth != 1 || child.Cwd != e.cwd {
 		t.Fatalf("child header %+v in %s", child, list)
 	}
+	// The child is titled from the task it was given; the table marks it
+	// as the parent's child.
+	for _, l := range listSessions(t, e, "--all") {
+		if l.ID == child.ID && (l.Title != "CHILD TASK: say hi" || l.Turns != 1 || l.Status != "completed") {
+			t.Errorf("child listed as %+v", l)
+		}
+		if l.ID == res.SessionID && l.Title != "delegate it" {
+			t.Errorf("parent listed as %+v", l)
+		}
+	}
+	if table, _, _ := e.dsh("", "sessions", "list", "--all"); !strings.Contains(table, "↳ CHILD TASK: say hi (child of "+res.SessionID[:8]) {
+		t.Errorf("table:\n%s", table)
+	}
 	tree, _, code := e.dsh("", "sessions", "tree", res.SessionID)
 	if code != 0 || !strings.Contains(tree, child.ID) || !strings.Contains(tree, "greeter") {
 		t.Errorf("sessions tree: %d\n%s", code, tree)

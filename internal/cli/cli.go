@@ -128,6 +128,13 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // fail prints err and returns the exit code its kind calls for.
 func fail(stdio IO, err error) int {
+	// An id that names no session, or several, is a usage error with
+	// directions for finding the right one.
+	var ide *sqlite.IDError
+	if errors.As(err, &ide) {
+		printIDError(stdio, ide)
+		return ExitUsage
+	}
 	fmt.Fprintln(stdio.Stderr, "dsh:", err)
 	var ce *app.ConfigError
 	if errors.As(err, &ce) {

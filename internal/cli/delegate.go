@@ -208,7 +208,12 @@ func delegateRecover(args []string, stdio IO) int {
 	if err != nil {
 		return fail(stdio, &app.ConfigError{Err: err})
 	}
-	rec, err := codex.Recover(delegationsDir(home), pos[0])
+	// A delegation id may be abbreviated to a unique prefix.
+	id, err := resolveDelegation(delegationsDir(home), pos[0])
+	if err != nil {
+		return fail(stdio, err)
+	}
+	rec, err := codex.Recover(delegationsDir(home), id)
 	if err != nil {
 		return fail(stdio, err)
 	}

@@ -109,6 +109,10 @@ func TestDelegateCodexJSONReceiptAndRecover(t *testing.T) {
 	if err := json.Unmarshal([]byte(rec), &r); err != nil || code != 0 || r.State != "finished" || r.Receipt.Text != "all green" {
 		t.Fatalf("recover exit %d: %s", code, rec)
 	}
+	// A unique prefix of the id is enough.
+	if out, stderr, code := e.dsh("", "delegate", "recover", "--json", id[:len(id)-3]); code != 0 || !strings.Contains(out, `"finished"`) {
+		t.Fatalf("recover by prefix: exit %d: %s %s", code, out, stderr)
+	}
 	// Plain mode prints the answer and the thread marker.
 	out, _, code = e.dsh("", "delegate", "codex", "--thread-id", rc.ThreadID, "go on")
 	if code != 0 || !strings.HasPrefix(out, "all green\n[codex thread "+rc.ThreadID+" · persistent") {

@@ -63,7 +63,9 @@ prompt; put "--" before a prompt that starts with "-".`,
 		path:    "sessions",
 		summary: "list, show, export and import stored sessions",
 		text: `Sessions live in $DSH_HOME/dsh.db. None of these commands needs the
-configuration: with a broken config.yaml they warn on stderr and go on.`,
+configuration: with a broken config.yaml they warn on stderr and go on. A
+session ID may be abbreviated to any prefix that only one session has
+("dsh sessions list" prints the shortest ones).`,
 		examples: []string{"dsh sessions list --all", "dsh help sessions export"},
 	},
 	{
@@ -90,9 +92,12 @@ configuration: with a broken config.yaml they warn on stderr and go on.`,
 	},
 	{
 		path:     "sessions import",
-		synopsis: []string{"sessions import FILE", "sessions import -         (read standard input)"},
-		summary:  "add an exported session to the store",
-		examples: []string{"dsh sessions import session.jsonl", "ssh host dsh sessions export ID | dsh sessions import -"},
+		synopsis: []string{"sessions import FILE|DIR...", "sessions import -         (read standard input)"},
+		summary:  "add exported sessions to the store",
+		text: `Each file (every *.jsonl directly inside a directory, in name order) is
+imported in its own transaction and reported on its own: a bad file fails
+alone (exit 1) and the good ones stay.`,
+		examples: []string{"dsh sessions import session.jsonl", "dsh sessions import backups/ other.jsonl", "ssh host dsh sessions export ID | dsh sessions import -"},
 	},
 	{
 		path:     "sessions tree",

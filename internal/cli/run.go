@@ -160,6 +160,9 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		res.Usage = usage
 	}
 	cancel()
+	// A session-title call still in flight is logged before the stream
+	// ends, so that --json carries it.
+	sess.SettleTitle(ctx)
 
 	status, exit := "completed", ExitOK
 	switch res.Reason.Kind {

@@ -64,6 +64,16 @@ func wantsJSON(args []string) bool {
 // resumeError turns an unknown --resume id into a usage error that says
 // where ids come from.
 func resumeError(id string, err error) error {
+	var ide *sqlite.IDError
+	if errors.As(err, &ide) {
+		// fail prints an IDError with the candidates of an ambiguous
+		// prefix, or with the hint; the wrapped text carries the hint
+		// into a --json run/result too.
+		if len(ide.Candidates) == 0 {
+			return fmt.Errorf("%w; %s", err, idHint)
+		}
+		return err
+	}
 	if id == "" || !errors.Is(err, sqlite.ErrNotFound) {
 		return err
 	}

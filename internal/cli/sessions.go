@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -36,59 +33,6 @@ func sessionsCmd(ctx context.Context, args []string, stdio IO) int {
 	return ExitUsage
 }
 
-func sessionsList(ctx context.Context, args []string, stdio IO) int {
-	fs := newFlags("sessions list", stdio)
-	asJSON := fs.Bool("json", false, "print an array of session headers")
-	all := fs.Bool("all", false, "list sessions of every directory")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return ExitUsage
-	}
-	a, code := openReadOnly(ctx, stdio)
-	if a == nil {
-		return code
-	}
-	defer a.Close()
-	entries, err := a.Store.List(ctx)
-	if err != nil {
-		return fail(stdio, err)
-	}
-	cwd, _ := os.Getwd()
-	cwd, _ = filepath.Abs(cwd)
-	headers := []session.Header{}
-	var tw *tabwriter.Writer
-	if !*asJSON {
-		tw = tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tUPDATED\tEVENTS\tCWD")
-	}
-	for _, e := range entries {
-		if e.Err != nil {
-			fmt.Fprintf(stdio.Stderr, "dsh: session %s is unreadable: %v\n", e.Header.ID, e.Err)
-			continue
-		}
-		if !*all && e.Header.Cwd != cwd {
-			continue
-		}
-		headers = append(headers, e.Header)
-		if tw != nil {
-			id := e.Header.ID
-			if e.Header.ParentSession != "" {
-				id += " (child of " + e.Header.ParentSession + ")"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", id, time.UnixMilli(e.UpdatedAt).Format("2006-01-02 15:04"), e.Events, e.Header.Cwd)
-		}
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(headers); err != nil {
-			return fail(stdio, err)
-		}
-		return ExitOK
-	}
-	_ = tw.Flush()
-	return ExitOK
-}
-
 func sessionsShow(ctx context.Context, args []string, stdio IO) int {
 	fs := newFlags("sessions show", stdio)
 	asJSON := fs.Bool("json", false, "print the raw events, one JSON object per line")
@@ -105,7 +49,11 @@ func sessionsShow(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	h, events, err := a.Store.Inspect(ctx, pos[0])
+	id, err := a.Store.Resolve(ctx, pos[0])
+	if err != nil {
+		return fail(stdio, err)
+	}
+	h, events, err := a.Store.Inspect(ctx, id)
 	if err != nil {
 		return fail(stdio, err)
 	}
@@ -126,8 +74,19 @@ func sessionsShow(ctx context.Context, args []string, stdio IO) int {
 func Transcript(h session.Header, events []session.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "session %s  created %s  cwd %s\n", h.ID, time.UnixMilli(h.CreatedAt).UTC().Format(time.RFC3339), h.Cwd)
+	if t := transcriptTitle(events); t != "" {
+		fmt.Fprintf(&b, "title %s\n", t)
+	}
 	for _, e := range events {
 		switch e.Type {
+		case session.TypeTitle:
+			var p session.Title
+			_ = e.Decode(&p)
+			if p.Error != nil {
+				fmt.Fprintf(&b, "[title] %s/%s failed: %s\n", p.Provider, p.Model, p.Error.Error())
+			} else {
+				fmt.Fprintf(&b, "[title] %s/%s named the session %q\n", p.Provider, p.Model, p.Title)
+			}
 		case session.TypeTurnStart:
 			var p session.TurnStart
 			_ = e.Decode(&p)
@@ -209,6 +168,18 @@ func Transcript(h session.Header, events []session.Event) string {
 	return b.String()
 }
 
+// transcriptTitle is the session's title as the store folds it: the
+// last model title, else the first prompt's.
+func transcriptTitle(events []session.Event) string {
+	title := ""
+	for _, e := range events {
+		if t, fromModel := session.TitleOf(e); fromModel || title == "" {
+			title = t
+		}
+	}
+	return title
+}
+
 func blocksText(bs []llm.Block) string {
 	var parts []string
 	for _, b := range bs {
@@ -242,36 +213,13 @@ func sessionsExport(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	if err := a.Store.Export(ctx, args[0], stdio.Stdout); err != nil {
-		return fail(stdio, err)
-	}
-	return ExitOK
-}
-
-func sessionsImport(ctx context.Context, args []string, stdio IO) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stdio.Stderr, "dsh sessions import: exactly one FILE is required (- for stdin)")
-		return ExitUsage
-	}
-	r := stdio.Stdin
-	if args[0] != "-" {
-		f, err := os.Open(args[0])
-		if err != nil {
-			return fail(stdio, err)
-		}
-		defer f.Close()
-		r = f
-	}
-	a, code := openReadOnly(ctx, stdio)
-	if a == nil {
-		return code
-	}
-	defer a.Close()
-	h, err := a.Store.Import(ctx, r)
+	id, err := a.Store.Resolve(ctx, args[0])
 	if err != nil {
 		return fail(stdio, err)
 	}
-	fmt.Fprintf(stdio.Stdout, "imported session %s\n", h.ID)
+	if err := a.Store.Export(ctx, id, stdio.Stdout); err != nil {
+		return fail(stdio, err)
+	}
 	return ExitOK
 }
 
@@ -291,7 +239,11 @@ func sessionsTree(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	rows, err := catalog.ListDescendants(ctx, a.CatalogDeps(), pos[0])
+	id, err := a.Store.Resolve(ctx, pos[0])
+	if err != nil {
+		return fail(stdio, err)
+	}
+	rows, err := catalog.ListDescendants(ctx, a.CatalogDeps(), id)
 	if err != nil {
 		return fail(stdio, err)
 	}
@@ -303,6 +255,6 @@ func sessionsTree(ctx context.Context, args []string, stdio IO) int {
 		}
 		return ExitOK
 	}
-	fmt.Fprintf(stdio.Stdout, "%s\n%s", pos[0], catalog.FormatTree(rows))
+	fmt.Fprintf(stdio.Stdout, "%s\n%s", id, catalog.FormatTree(rows))
 	return ExitOK
 }

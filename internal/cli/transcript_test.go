@@ -29,6 +29,8 @@ func TestTranscriptGolden(t *testing.T) {
 	app(session.TypeTurnStart, session.TurnStart{Turn: 1})
 	app(session.TypeStepStart, session.StepRef{Turn: 1, Step: 1})
 	app(session.TypeUserMessage, llm.Message{ID: "u", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("list the files\nplease")}, Source: llm.Source{Kind: "user"}})
+	app(session.TypeTitle, session.Title{Provider: "p", Model: "small", Error: &llm.Failure{Code: llm.CodeRateLimit, Message: "slow down"}})
+	app(session.TypeTitle, session.Title{Title: "List the files", Provider: "p", Model: "small"})
 	app(session.TypeLLMRetry, session.LLMRetry{Retry: 1, DelayMs: 500, Failure: &llm.Failure{Code: llm.CodeRateLimit, Message: "slow down", Status: 429}})
 	app(session.TypeAssistantMsg, session.AssistantMessage{Turn: 1, Step: 1, Message: llm.Message{ID: "a", Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockReasoning, Text: "use ls"}, llm.TextBlock("Listing."), call}}})
 	app(session.TypeToolCall, session.ToolCall{Turn: 1, Step: 1, CallID: "c1", Name: "bash", Arguments: call.Arguments})

@@ -66,6 +66,7 @@ var knownTypes = map[string]bool{
 	TypeSandboxMode: true, TypeSandboxBackend: true, TypeApprovalPolicy: true,
 	TypeApprovalAsked: true, TypeApprovalDecided: true, TypePermissionPreset: true,
 	TypeSubagentStart: true, TypeSubagentEnd: true, TypeSubagentDescriptor: true,
+	TypeTitle: true,
 }
 
 // IsKnownType reports whether this build understands event type t.

@@ -82,8 +82,11 @@ func checkSeqs(id string, first int64, events []session.Event) error {
 // before the commit.
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, enc *encoder) error {
 	events := enc.events
-	var next int64
-	err := tx.StmtContext(ctx, s.stNext).QueryRowContext(ctx, id).Scan(&next)
+	var (
+		next int64
+		sum  summary
+	)
+	err := tx.StmtContext(ctx, s.stNext).QueryRowContext(ctx, id).Scan(&next, &sum.title, &sum.turns, &sum.state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("session %s: %w", id, ErrNotFound)
 	}
@@ -118,8 +121,11 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, enc *encode
 			}
 		}
 	}
+	for _, e := range events {
+		sum.fold(e)
+	}
 	end := next + int64(len(events))
-	if _, err := tx.StmtContext(ctx, s.stUpdate).ExecContext(ctx, end, s.now(), id); err != nil {
+	if _, err := tx.StmtContext(ctx, s.stUpdate).ExecContext(ctx, end, s.now(), sum.title, sum.turns, sum.state, id); err != nil {
 		return fmt.Errorf("session %s: append: %w", id, err)
 	}
 	return nil

@@ -239,6 +239,7 @@ func TestSchemaV1Migrates(t *testing.T) {
 	s, path := newStore(t)
 	mustCreate(t, s, "s")
 	rawExec(t, s, `DROP TABLE leases`)
+	dropSummaryColumns(t, s)
 	rawExec(t, s, `PRAGMA user_version = 1`)
 	s.Close()
 	s2 := openAt(t, path)

@@ -69,8 +69,9 @@ func (e *SeqConflictError) Error() string {
 func (e *SeqConflictError) Unwrap() error { return ErrSeqConflict }
 
 // schemaVersion is stored in PRAGMA user_version. Bump it and add a step
-// to migrate when the schema changes. Version 2 added the leases table.
-const schemaVersion = 2
+// to migrate when the schema changes. Version 2 added the leases table,
+// version 3 the summary columns of the sessions table (summary.go).
+const schemaVersion = 3
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -211,8 +212,16 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("create schema: %w", err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, schemaV2); err != nil {
-			return fmt.Errorf("migrate schema to version 2: %w", err)
+		if v < 2 {
+			if _, err := tx.ExecContext(ctx, schemaV2); err != nil {
+				return fmt.Errorf("migrate schema to version 2: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, schemaV3); err != nil {
+			return fmt.Errorf("migrate schema to version 3: %w", err)
+		}
+		if err := backfillSummaries(ctx, tx); err != nil {
+			return fmt.Errorf("migrate schema to version 3: backfill titles: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
@@ -225,8 +234,9 @@ func (s *Store) init(ctx context.Context) error {
 			*dst, err = s.w.PrepareContext(ctx, q)
 		}
 	}
-	prep(&s.stNext, `SELECT next_seq FROM sessions WHERE id = ?`)
-	prep(&s.stUpdate, `UPDATE sessions SET next_seq = ?, updated_at = ? WHERE id = ?`)
+	prep(&s.stNext, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT)
+		FROM sessions WHERE id = ?`)
+	prep(&s.stUpdate, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
 	prep(&s.stInsert1, insertEventsSQL(1))
 	prep(&s.stInsertN, insertEventsSQL(insertChunk))
 	return err
@@ -303,8 +313,18 @@ type Entry struct {
 	// Header is the decoded header; when Err is set only Header.ID is
 	// meaningful.
 	Header session.Header
+	// Title names the session: from a logged session/title, else from
+	// its first prompt; "" before the first prompt.
+	Title string
 	// Events is the number of stored events.
 	Events int64
+	// Turns is the number of turns started.
+	Turns int64
+	// Status is [StatusRunning] while a live process holds the session,
+	// [StatusInterrupted] when a turn was left open, [StatusNew] before
+	// the first turn, else the reason kind of the last turn/end
+	// ("completed", "error", "aborted", …).
+	Status string
 	// UpdatedAt is the time of the last write, Unix milliseconds.
 	UpdatedAt int64
 	// Err is set when the header cannot be read; the entry is still
@@ -312,32 +332,52 @@ type Entry struct {
 	Err error
 }
 
+// entryQuery selects what an Entry needs, without reading any log. The
+// CASTs keep a tampered column from failing the whole scan; the header is
+// the only column that is validated.
+const entryQuery = `SELECT CAST(s.id AS TEXT), CAST(s.header AS BLOB),
+	ifnull(CAST(s.next_seq AS INTEGER), 0), ifnull(CAST(s.updated_at AS INTEGER), 0),
+	ifnull(CAST(s.title AS TEXT), ''), ifnull(CAST(s.turns AS INTEGER), 0), ifnull(CAST(s.state AS TEXT), ''),
+	ifnull(l.held, 0), ifnull(l.pid, 0), ifnull(l.host, ''), ifnull(l.start_id, ''), ifnull(l.expires_at, 0)
+	FROM sessions s LEFT JOIN leases l ON l.session_id = s.id`
+
+// scanEntry scans one row of entryQuery; now decides lease liveness.
+func scanEntry(rows interface{ Scan(...any) error }, now int64) (Entry, error) {
+	var (
+		e   Entry
+		id  sql.NullString
+		hb  []byte
+		sum summary
+		r   leaseRow
+	)
+	if err := rows.Scan(&id, &hb, &e.Events, &e.UpdatedAt, &sum.title, &sum.turns, &sum.state,
+		&r.held, &r.owner.PID, &r.owner.Host, &r.owner.Start, &r.expires); err != nil {
+		return Entry{}, err
+	}
+	e.Header, e.Err = decodeHeader(id.String, hb)
+	if e.Err != nil {
+		e.Header = session.Header{ID: id.String}
+	}
+	_, live := r.liveHolder(now)
+	e.Title, e.Turns, e.Status = sum.title, sum.turns, sum.status(live)
+	return e, nil
+}
+
 // List returns every session, most recently updated first. A session
 // whose header is damaged is listed with Err set and does not affect the
-// others.
+// others. No log is read.
 func (s *Store) List(ctx context.Context) ([]Entry, error) {
-	// The CASTs keep a tampered numeric column from failing the whole
-	// scan; the header is the only column that is validated.
-	rows, err := s.r.QueryContext(ctx, `SELECT CAST(id AS TEXT), CAST(header AS BLOB),
-		ifnull(CAST(next_seq AS INTEGER), 0), ifnull(CAST(updated_at AS INTEGER), 0)
-		FROM sessions ORDER BY updated_at DESC, rowid DESC`)
+	rows, err := s.r.QueryContext(ctx, entryQuery+` ORDER BY s.updated_at DESC, s.rowid DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	defer rows.Close()
+	now := s.now()
 	var out []Entry
 	for rows.Next() {
-		var (
-			e  Entry
-			id sql.NullString
-			hb []byte
-		)
-		if err := rows.Scan(&id, &hb, &e.Events, &e.UpdatedAt); err != nil {
+		e, err := scanEntry(rows, now)
+		if err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
-		}
-		e.Header, e.Err = decodeHeader(id.String, hb)
-		if e.Err != nil {
-			e.Header = session.Header{ID: id.String}
 		}
 		out = append(out, e)
 	}
@@ -345,6 +385,19 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	return out, nil
+}
+
+// Get returns the listing entry of session id, or an error wrapping
+// [ErrNotFound].
+func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
+	e, err := scanEntry(s.r.QueryRowContext(ctx, entryQuery+` WHERE s.id = ?`, id), s.now())
+	if errors.Is(err, sql.ErrNoRows) {
+		return Entry{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	return e, nil
 }
 
 // Header returns the header of session id.

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/store/sqlite"
+)
+
+// ListedSession is one element of dsh sessions list --json: the header's
+// fields, then what the table shows.
+type ListedSession struct {
+	session.Header
+	// ShortID is the shortest prefix of ID (at least minShortID
+	// characters) that no other stored session shares; every command
+	// taking an id accepts it.
+	ShortID   string `json:"shortId"`
+	Title     string `json:"title"`
+	UpdatedAt int64  `json:"updatedAt"`
+	Turns     int64  `json:"turns"`
+	Events    int64  `json:"events"`
+	Status    string `json:"status"`
+}
+
+// minShortID is the shortest id prefix the table prints: the first 8
+// characters of a UUIDv7 change about once a minute.
+const minShortID = 8
+
+func sessionsList(ctx context.Context, args []string, stdio IO) int {
+	fs := newFlags("sessions list", stdio)
+	asJSON := fs.Bool("json", false, "print the sessions as a JSON array")
+	all := fs.Bool("all", false, "list sessions of every directory")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return ExitUsage
+	}
+	a, code := openReadOnly(ctx, stdio)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	entries, err := a.Store.List(ctx)
+	if err != nil {
+		return fail(stdio, err)
+	}
+	cwd, _ := os.Getwd()
+	cwd, _ = filepath.Abs(cwd)
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.Header.ID
+	}
+	short := shortIDs(ids, minShortID)
+	listed := []ListedSession{}
+	for _, e := range entries {
+		if e.Err != nil {
+			fmt.Fprintf(stdio.Stderr, "dsh: session %s is unreadable: %v\n", e.Header.ID, e.Err)
+			continue
+		}
+		if !*all && e.Header.Cwd != cwd {
+			continue
+		}
+		listed = append(listed, ListedSession{Header: e.Header, ShortID: short[e.Header.ID], Title: e.Title,
+			UpdatedAt: e.UpdatedAt, Turns: e.Turns, Events: e.Events, Status: e.Status})
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(listed); err != nil {
+			return fail(stdio, err)
+		}
+		return ExitOK
+	}
+	if len(listed) == 0 {
+		where := "in " + cwd
+		if *all {
+			where = "stored"
+		}
+		hint := ""
+		if !*all {
+			hint = "; dsh sessions list --all shows every directory's"
+		}
+		fmt.Fprintf(stdio.Stderr, "no sessions %s%s\n", where, hint)
+		return ExitOK
+	}
+	home, _ := os.UserHomeDir()
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUPDATED\tTURNS\tSTATUS\tDIRECTORY\tTITLE")
+	for _, l := range listed {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", l.ShortID, time.UnixMilli(l.UpdatedAt).Format("2006-01-02 15:04"),
+			l.Turns, l.Status, tildePath(l.Cwd, home), listTitle(l, short))
+	}
+	_ = tw.Flush()
+	return ExitOK
+}
+
+// listTitle is the TITLE cell: the title ("-" before the first prompt),
+// marked for a subagent's session with its parent's id.
+func listTitle(l ListedSession, short map[string]string) string {
+	t := l.Title
+	if t == "" {
+		t = "-"
+	}
+	// A title is one line already; a tab would break the table.
+	t = strings.ReplaceAll(t, "\t", " ")
+	if p := l.ParentSession; p != "" {
+		if s, ok := short[p]; ok {
+			p = s
+		}
+		t = "↳ " + t + " (child of " + p + ")"
+	}
+	return t
+}
+
+// tildePath shortens a path under the home directory to ~/….
+func tildePath(p, home string) string {
+	if home == "" || home == "/" {
+		return p
+	}
+	if p == home {
+		return "~"
+	}
+	if rest, ok := strings.CutPrefix(p, home+string(filepath.Separator)); ok {
+		return "~" + string(filepath.Separator) + rest
+	}
+	return p
+}
+
+// shortIDs maps each id to its shortest prefix of at least least bytes that
+// is not a prefix of any other id, which [sqlite.Store.Resolve] resolves
+// back to it (an id that prefixes another stays whole: the exact match
+// wins).
+func shortIDs(ids []string, least int) map[string]string {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	out := make(map[string]string, len(ids))
+	for i, id := range sorted {
+		n := least
+		// In sorted order the longest shared prefix is with a neighbour.
+		if i > 0 {
+			n = max(n, commonPrefix(id, sorted[i-1])+1)
+		}
+		if i+1 < len(sorted) {
+			n = max(n, commonPrefix(id, sorted[i+1])+1)
+		}
+		out[id] = id[:min(n, len(id))]
+	}
+	return out
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// idHint is what a person should do with an id that matched nothing.
+const idHint = `run "dsh sessions list --all" to see the sessions and their ids`
+
+// printIDError explains an unknown or ambiguous session id, listing the
+// sessions an ambiguous prefix matches.
+func printIDError(stdio IO, e *sqlite.IDError) {
+	if len(e.Candidates) == 0 {
+		fmt.Fprintf(stdio.Stderr, "dsh: %v; %s\n", e, idHint)
+		return
+	}
+	fmt.Fprintf(stdio.Stderr, "dsh: %v:\n", e)
+	tw := tabwriter.NewWriter(stdio.Stderr, 0, 4, 2, ' ', 0)
+	for _, c := range e.Candidates {
+		title := c.Title
+		if title == "" {
+			title = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", c.ID, time.UnixMilli(c.UpdatedAt).Format("2006-01-02 15:04"), title)
+	}
+	if e.More {
+		fmt.Fprintln(tw, "  …")
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(stdio.Stderr, "give more characters of the id")
+}
