@@ -8,4 +8,6 @@ import (
 )
 
 // foreground: terminal approvals are supported on Linux and macOS only.
-func foreground(*os.File) error { return errors.New("terminal approvals are not supported on this platform") }
+func foreground(*os.File) error {
+	return errors.New("terminal approvals are not supported on this platform")
+}
