@@ -50,8 +50,9 @@
 //
 // Written for Linux: it relies on setsid, Pdeathsig, waitid(2) and /proc.
 // It also builds for macOS (proc_darwin.go), where there is no parent-death
-// signal (the guardian alone ends groups when dsh dies) and no /proc (a
-// teardown is confirmed only once the whole group is gone).
+// signal (the guardian alone ends groups when dsh dies) and membership is
+// read from the kernel's process table (sysctl kern.proc.pgrp) instead of
+// /proc; that port is compiled and vetted but not tested on a Mac.
 package proc
 
 import (

@@ -18,3 +18,6 @@ func siginfoStatus() int {
 	ptr := int(unsafe.Sizeof(uintptr(0)))
 	return (12+ptr-1)&^(ptr-1) + 8
 }
+
+// groupMembers lists the live (not zombie) processes of group pgid.
+func groupMembers(pgid int) []int { return procGroupMembers(pgid) }

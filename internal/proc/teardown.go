@@ -101,12 +101,12 @@ func waitEmpty(list func() []int, d time.Duration) bool {
 	}
 }
 
-// groupMembers scans /proc for processes in process group pgid that are
-// not zombies, in ascending pid order. Should /proc be unreadable, it
+// procGroupMembers scans /proc for processes in process group pgid that
+// are not zombies, in ascending pid order (groupMembers on Linux). Should /proc be unreadable, it
 // cannot tell members from the unreaped leader: it returns pgid itself
 // unless the group is gone altogether, so that cleanup is never confirmed
 // on a guess.
-func groupMembers(pgid int) []int {
+func procGroupMembers(pgid int) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		if syscall.Kill(-pgid, 0) == syscall.ESRCH {
