@@ -184,6 +184,27 @@ func TestNoTerminalDeniesWithAReason(t *testing.T) {
 	}
 }
 
+// TestBackgroundJobDoesNotAsk: a process in its terminal's session but
+// not in the foreground group (a job started with &) must not read the
+// terminal (it would be stopped by SIGTTIN): OpenTerminal refuses, and
+// the ask is denied as with no terminal at all.
+func TestBackgroundJobDoesNotAsk(t *testing.T) {
+	_, slave := openPTY(t)
+	var stdout bytes.Buffer
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTTYChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), ttyChildEnv+"=bg-parent")
+	cmd.Stdout, cmd.Stderr = &stdout, &stdout
+	cmd.ExtraFiles = []*os.File{slave}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("child: %v\n%s", err, stdout.String())
+	}
+	want := []string{"no terminal: true", "ls: unavailable by policy (none): no one is available to answer"}
+	if got := resultLines(stdout.String()); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("child results:\n%s\nwant:\n%s", stdout.String(), strings.Join(want, "\n"))
+	}
+}
+
 // resultLines picks the child's RESULT lines.
 func resultLines(out string) []string {
 	var got []string
@@ -202,6 +223,18 @@ func TestTTYChild(t *testing.T) {
 	mode := os.Getenv(ttyChildEnv)
 	if mode == "" {
 		t.Skip("child half of the terminal tests")
+	}
+	if mode == "bg-parent" {
+		// The session leader owning the terminal starts the real child
+		// in a process group of its own: a background job.
+		bg := exec.Command(os.Args[0], "-test.run=^TestTTYChild$", "-test.count=1")
+		bg.Env = append(os.Environ(), ttyChildEnv+"=none")
+		bg.Stdout, bg.Stderr = os.Stdout, os.Stderr
+		bg.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := bg.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 	log, err := session.NewLog(session.Header{ID: "sess-tty", Cwd: "/work/proj"}, nil, nil)
 	if err != nil {
