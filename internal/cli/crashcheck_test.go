@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli_test
 
 // The checks the crash test (crash_test.go) makes on the store after a

@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli_test
 
 // Process plumbing for the crash test (crash_test.go): a subreaper

@@ -75,9 +75,11 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	defer a.Close()
 	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval, Holder: "dsh run"}
-	if r, w, closeTTY, ok := terminal(); ok {
+	// Approvals are asked on the controlling terminal even when stdin is
+	// piped (the prompt may come from it); without one, asks are denied.
+	if t, closeTTY, err := permission.OpenTerminal(); err == nil {
 		defer closeTTY()
-		opts.Human = permission.NewTerminal(r, w)
+		opts.Human = t
 	}
 	sess, err := a.OpenSession(ctx, opts)
 	if err != nil {

@@ -19,7 +19,42 @@ const (
 	AnswererNone       = "none"
 	AnswererTerminal   = "terminal"
 	AnswererAutoReview = "auto-review"
+	// AnswererSessionGrant answers a question that an earlier "allow this
+	// exact command for the rest of the session" covers.
+	AnswererSessionGrant = "session-grant"
 )
+
+// Deciders recorded in approval/decided's by: whose judgement the
+// outcome is.
+const (
+	DecidedByUser     = "user"
+	DecidedByReviewer = "reviewer"
+	DecidedByPolicy   = "policy"
+)
+
+// decidedBy maps an answerer to its decider. A session grant is the
+// user's judgement given in advance; an unknown answerer is taken for a
+// human one.
+func decidedBy(answerer string) string {
+	switch answerer {
+	case AnswererAutoReview:
+		return DecidedByReviewer
+	case AnswererPolicy, AnswererNone:
+		return DecidedByPolicy
+	}
+	return DecidedByUser
+}
+
+// byWords names a decider for the model.
+func byWords(by string) string {
+	switch by {
+	case DecidedByReviewer:
+		return "the automatic reviewer"
+	case DecidedByPolicy:
+		return "the approval policy"
+	}
+	return "the user"
+}
 
 // Question is one approval request as an answerer sees it.
 type Question struct {
@@ -47,6 +82,10 @@ type Verdict struct {
 	Answerer string
 	Risk     string
 	Reason   string
+	// ForSession asks, with outcome allowed-once, that the same exact
+	// bash command be allowed for the rest of the session. It is honoured
+	// only from a human answerer and only for bash calls.
+	ForSession bool
 }
 
 // Answerer decides approval questions. Answer must honour ctx; an error
@@ -80,10 +119,18 @@ type Service struct {
 
 var _ tool.Approver = (*Service)(nil)
 
-// Approve implements tool.Approver. Only allowed-once lets the call run;
-// a cancelled ctx is reported as cancelled together with ctx's error so
-// that the pipeline reports the call as aborted rather than rejected.
+// Approve implements tool.Approver: Decide's outcome.
 func (s *Service) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalOutcome, error) {
+	d, err := s.Decide(ctx, req)
+	return d.Outcome, err
+}
+
+// Decide implements tool.DecidingApprover. Only allowed-once lets the
+// call run; a cancelled ctx is reported as cancelled together with ctx's
+// error so that the pipeline reports the call as aborted rather than
+// rejected. A refusal names who refused (the user, the automatic
+// reviewer, the policy) and, except for a plain user denial, why.
+func (s *Service) Decide(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
 	newID := s.NewID
 	if newID == nil {
 		newID = uuid.NewString
@@ -93,21 +140,32 @@ func (s *Service) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.A
 		Reason: req.Reason, Cwd: req.Cwd,
 	}
 	q.Command, q.Cwd = commandOf(req.ToolName, req.Arguments, req.Cwd)
+	unavailable := tool.ApprovalDecision{Outcome: tool.Unavailable, By: byWords(DecidedByPolicy), Reason: "the approval could not be logged"}
 	if _, err := s.Log.Append(session.TypeApprovalAsked, ApprovalAsked{
 		ID: q.ID, ToolName: q.ToolName, CallID: q.CallID, Reason: q.Reason, Command: q.Command, Cwd: q.Cwd,
 	}); err != nil {
 		// An ask that cannot be audited is not put to anyone.
-		return tool.Unavailable, err
+		return unavailable, err
 	}
 	v, err := s.decide(ctx, q)
-	if _, lerr := s.Log.Append(session.TypeApprovalDecided, ApprovalDecided{
-		ID: q.ID, Outcome: v.Outcome, Answerer: v.Answerer, Risk: v.Risk, Reason: v.Reason,
-	}); lerr != nil && err == nil {
+	by := decidedBy(v.Answerer)
+	dec := ApprovalDecided{ID: q.ID, Outcome: v.Outcome, Answerer: v.Answerer, By: by, Risk: v.Risk, Reason: v.Reason}
+	if v.ForSession {
+		dec.Grant = &SessionGrant{ToolName: q.ToolName, Command: q.Command, Cwd: q.Cwd, SandboxPermissions: sandboxPermissionsOf(req.Arguments)}
+	}
+	if _, lerr := s.Log.Append(session.TypeApprovalDecided, dec); lerr != nil && err == nil {
 		// The decision must be on the log before it takes effect (a
 		// widened sandbox policy is only granted from a logged approval).
-		return tool.Unavailable, lerr
+		return unavailable, lerr
 	}
-	return v.Outcome, err
+	out := tool.ApprovalDecision{Outcome: v.Outcome, By: byWords(by), Reason: v.Reason}
+	if by == DecidedByReviewer && v.Risk != "" && v.Outcome == tool.Rejected {
+		out.Reason = v.Risk + " risk: " + v.Reason
+	}
+	if by == DecidedByUser && v.Outcome == tool.Rejected && v.Risk == "" {
+		out.Reason = "" // "denied by the user" says nothing more
+	}
+	return out, err
 }
 
 // decide picks the answerer and normalises its verdict.
@@ -117,6 +175,12 @@ func (s *Service) decide(ctx context.Context, q Question) (Verdict, error) {
 	switch {
 	case st.Approval == ApprovalNever:
 		return Verdict{Outcome: tool.Unavailable, Answerer: AnswererPolicy, Reason: "approval policy is never"}, nil
+	}
+	if id, ok := s.granted(q); ok {
+		return Verdict{Outcome: tool.AllowedOnce, Answerer: AnswererSessionGrant,
+			Reason: "the user allowed this exact command for the rest of the session (approval " + id + ")"}, nil
+	}
+	switch {
 	case st.AutoReview() && s.Reviewer != nil:
 		a = s.Reviewer
 	case s.Human != nil:
@@ -139,6 +203,9 @@ func (s *Service) decide(ctx context.Context, q Question) (Verdict, error) {
 	default:
 		// Fail closed on an answerer that returns garbage.
 		v = Verdict{Outcome: tool.Rejected, Answerer: v.Answerer, Reason: "invalid answer " + string(v.Outcome)}
+	}
+	if v.ForSession && (v.Outcome != tool.AllowedOnce || q.Command == "" || decidedBy(v.Answerer) != DecidedByUser) {
+		v.ForSession = false // only a human's yes to a bash command becomes a grant
 	}
 	return v, nil
 }

@@ -94,13 +94,22 @@ type ApprovalAsked struct {
 type ApprovalDecided struct {
 	ID      string               `json:"id"`
 	Outcome tool.ApprovalOutcome `json:"outcome"`
-	// Answerer names who decided: "terminal", "auto-review", "policy"
+	// Answerer names what answered: "terminal", "auto-review",
+	// "session-grant" (an earlier grant covered the call), "policy"
 	// (approval policy never) or "none" (no answerer available).
 	Answerer string `json:"answerer"`
+	// By is whose judgement the outcome is: "user" (at the terminal, or
+	// by an earlier session grant), "reviewer" (the automatic reviewer)
+	// or "policy" (the approval policy, or no one to ask). Empty in logs
+	// written before it existed: derive it from Answerer.
+	By string `json:"by,omitempty"`
 	// Risk is the auto reviewer's rating, when it rated the call.
 	Risk string `json:"risk,omitempty"`
 	// Reason explains the decision (the reviewer's reason, a failure).
 	Reason string `json:"reason,omitempty"`
+	// Grant, on an allowed-once decision by the user, allows the same
+	// exact command for the rest of the session (see SessionGrant).
+	Grant *SessionGrant `json:"grant,omitempty"`
 }
 
 // Knobs are the two independent settings a preset sets.

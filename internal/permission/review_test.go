@@ -90,6 +90,9 @@ func TestAutoReview(t *testing.T) {
 			if len(d) != 1 || d[0].Answerer != tt.wantAnswerer || d[0].Risk != tt.wantRisk || !strings.HasPrefix(d[0].Reason, tt.wantReason) {
 				t.Fatalf("decided %+v; want answerer %s risk %q reason %q…", d, tt.wantAnswerer, tt.wantRisk, tt.wantReason)
 			}
+			if wantBy := decidedBy(tt.wantAnswerer); d[0].By != wantBy {
+				t.Fatalf("decided by %q, want %q", d[0].By, wantBy)
+			}
 			if tt.reply.Status == 500 && !strings.Contains(d[0].Reason, "HTTP 500") {
 				t.Fatalf("the model failure is not the logged reason: %q", d[0].Reason)
 			}
@@ -170,6 +173,71 @@ func TestParseRisk(t *testing.T) {
 		risk, reason, err := parseRisk(tt.in)
 		if (err == nil) != tt.ok || risk != tt.risk || reason != tt.reason {
 			t.Errorf("parseRisk(%q) = %q, %q, %v", tt.in, risk, reason, err)
+		}
+	}
+}
+
+// TestDenialNamesTheDecider runs calls through the pipeline under preset
+// auto and checks what the model is told and what is logged: a denial by
+// the reviewer says so with its reason, never "rejected by user".
+func TestDenialNamesTheDecider(t *testing.T) {
+	tests := []struct {
+		name     string
+		reply    llmtest.Response
+		human    []Verdict
+		wantText string
+		wantBy   string
+	}{
+		{"high risk", llmtest.Response{Text: `{"risk":"high","reason":"sends the workspace to an unknown host"}`}, nil,
+			"not approved: rejected by the automatic reviewer: high risk: sends the workspace to an unknown host", DecidedByReviewer},
+		{"medium without a human", llmtest.Response{Text: `{"risk":"medium","reason":"unclear host"}`}, nil,
+			"not approved: rejected by the automatic reviewer: medium risk: unclear host (medium risk and no human to ask)", DecidedByReviewer},
+		{"broken review", llmtest.Response{Text: "sure, go ahead"}, nil,
+			"not approved: rejected by the automatic reviewer: auto review failed: the reviewer did not answer with the required JSON object", DecidedByReviewer},
+		{"medium denied by the human", llmtest.Response{Text: `{"risk":"medium","reason":"unclear host"}`},
+			[]Verdict{{Outcome: tool.Rejected, Reason: "denied by the user"}},
+			"not approved: rejected by the user: auto review: unclear host; denied by the user", DecidedByUser},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := llmtest.New()
+			t.Cleanup(srv.Close)
+			srv.Enqueue(tt.reply)
+			w := newWorld(t, PresetAuto, tt.human...)
+			var human Answerer
+			if tt.human != nil {
+				human = w.human
+			}
+			rev := &AutoReviewer{Adapter: openai.New(openai.Config{Provider: "test", BaseURL: srv.URL(), APIKey: "k", IdleTimeout: 5 * time.Second}),
+				Model: "reviewer-model", Log: w.log, Fallback: human}
+			w.pipe.SetApprover(&Service{Log: w.log, State: func() State { return Current(w.log) }, Human: human, Reviewer: rev})
+			w.call("c1", cmd(": fetch x"))
+			r := w.call("c2", escalate(": fetch x", "network", "fetch the dependency"))
+			if !r.IsError || !strings.Contains(resultText(r), tt.wantText) {
+				t.Fatalf("the model was told %q; want %q", resultText(r), tt.wantText)
+			}
+			if tt.wantBy == DecidedByReviewer && strings.Contains(resultText(r), "user") {
+				t.Fatalf("a reviewer denial blames the user: %q", resultText(r))
+			}
+			if d := decided(t, w.log); len(d) != 1 || d[0].By != tt.wantBy || d[0].Outcome != tool.Rejected {
+				t.Fatalf("decided %+v; want by %s", d, tt.wantBy)
+			}
+		})
+	}
+}
+
+// TestPolicyDecisionsAreLoggedAsPolicy: approval policy never and "no one
+// to ask" are the policy's decisions, and the model is told why.
+func TestPolicyDecisionsAreLoggedAsPolicy(t *testing.T) {
+	for _, st := range []State{{PresetCustom, "workspace-write", ApprovalNever}, wsAsk} {
+		l := newLog(t, "/work/proj")
+		s := &Service{Log: l, State: fixedState(st)}
+		dec, err := s.Decide(context.Background(), bashReq("c", "ls", ""))
+		if err != nil || dec.Outcome != tool.Unavailable || dec.By != "the approval policy" || dec.Reason == "" {
+			t.Fatalf("%+v: %+v %v", st, dec, err)
+		}
+		if d := decided(t, l); d[0].By != DecidedByPolicy {
+			t.Fatalf("decided %+v", d)
 		}
 	}
 }

@@ -18,8 +18,10 @@ const maxShownArgs = 2000
 
 // Terminal asks a human on a terminal: it shows the exact command, its
 // directory and the reason, and reads one line. "y" or "yes" allows the
-// call once; anything else denies it; end of input or a cancelled ctx
-// cancels. Concurrent asks are put one at a time.
+// call once; for a bash command, "a" or "always" allows it and grants the
+// same exact command for the rest of the session (see SessionGrant);
+// anything else denies it; end of input or a cancelled ctx cancels.
+// Concurrent asks are put one at a time.
 //
 // Input is read only while an ask waits for it, so nothing typed between
 // asks can answer a later one; a line that arrives for an ask that was
@@ -88,6 +90,11 @@ func (t *Terminal) Answer(ctx context.Context, q Question) (Verdict, error) {
 		switch strings.ToLower(strings.TrimSpace(r.line)) {
 		case "y", "yes":
 			return Verdict{Outcome: tool.AllowedOnce, Reason: "allowed by the user"}, nil
+		case "a", "always":
+			if q.Command != "" {
+				return Verdict{Outcome: tool.AllowedOnce, ForSession: true,
+					Reason: "allowed by the user for the rest of the session"}, nil
+			}
 		}
 		return Verdict{Outcome: tool.Rejected, Reason: "denied by the user"}, nil
 	case <-ctx.Done():
@@ -151,7 +158,11 @@ func renderQuestion(q Question) string {
 	if q.Note != "" {
 		fmt.Fprintf(&b, "  note:    %s\n", indent(clean(q.Note)))
 	}
-	b.WriteString("Allow once? [y/N] ")
+	if q.Command != "" {
+		b.WriteString("Allow once? [y/N, or a = allow this exact command for the rest of the session] ")
+	} else {
+		b.WriteString("Allow once? [y/N] ")
+	}
 	return b.String()
 }
 

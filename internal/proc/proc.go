@@ -48,7 +48,11 @@
 // init's business). The TeardownResult says whether cleanup was
 // confirmed; Handle.Dispose turns an unconfirmed cleanup into an error.
 //
-// Linux only: it relies on setsid, Pdeathsig, waitid(2) and /proc.
+// Written for Linux: it relies on setsid, Pdeathsig, waitid(2) and /proc.
+// It also builds for macOS (proc_darwin.go), where there is no parent-death
+// signal (the guardian alone ends groups when dsh dies) and membership is
+// read from the kernel's process table (sysctl kern.proc.pgrp) instead of
+// /proc; that port is compiled and vetted but not tested on a Mac.
 package proc
 
 import (
@@ -206,9 +210,9 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 	attr.Setsid = true
 	attr.Setpgid, attr.Pgid = false, 0
 	attr.Setctty, attr.Foreground = false, false
-	// If dsh dies, the command dies with it; its descendants are the
-	// guardian's business.
-	attr.Pdeathsig = syscall.SIGKILL
+	// If dsh dies, the command dies with it (where the platform has a
+	// parent-death signal); its descendants are the guardian's business.
+	setPdeathsig(attr)
 	cmd.SysProcAttr = attr
 	g := &group{cmd: cmd, exited: make(chan struct{})}
 	g.start = time.Now()
@@ -322,17 +326,16 @@ const cldExited = 1 // CLD_EXITED; CLD_KILLED and CLD_DUMPED carry a signal
 // and si_status.
 func waitExited(pid int) (code, status int, err error) {
 	const (
-		pPID    = 1          // P_PID
-		wExited = 0x4        // WEXITED
-		wNoWait = 0x01000000 // WNOWAIT
+		pPID    = 1   // P_PID
+		wExited = 0x4 // WEXITED
 	)
-	// siginfo_t is 128 bytes. si_signo, si_errno, si_code are three int32;
-	// the union after them is pointer-aligned, and for SIGCHLD holds
-	// si_pid, si_uid, then si_status.
+	// siginfo_t is at most 128 bytes; si_signo, si_errno, si_code are
+	// three int32, and where si_status lies is the platform's business
+	// (siginfoStatus).
 	var info [128]byte
 	for {
 		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info)), wExited|wNoWait, 0, 0)
+			uintptr(unsafe.Pointer(&info)), wExited|waitNoWait, 0, 0)
 		if errno == syscall.EINTR {
 			continue
 		}
@@ -341,9 +344,7 @@ func waitExited(pid int) (code, status int, err error) {
 		}
 		break
 	}
-	ptr := int(unsafe.Sizeof(uintptr(0)))
-	union := (12 + ptr - 1) &^ (ptr - 1)
 	code = int(int32(binary.NativeEndian.Uint32(info[8:])))
-	status = int(int32(binary.NativeEndian.Uint32(info[union+8:])))
+	status = int(int32(binary.NativeEndian.Uint32(info[siginfoStatus():])))
 	return code, status, nil
 }

@@ -5,7 +5,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"syscall"
 )
 
 var errNoGate = errors.New("the UNIX socket gate needs seccomp user notification on Linux (amd64, arm64, riscv64, loong64)")

@@ -342,30 +342,44 @@ func approve(ctx context.Context, a Approver, c *Call, d Decision) (Result, bool
 	if a == nil {
 		return deny("approval unavailable", "")
 	}
-	out, err := a.Approve(ctx, ApprovalRequest{
+	req := ApprovalRequest{
 		CallID:    c.ID,
 		ToolName:  c.Name,
 		Arguments: c.Arguments,
 		Reason:    d.Reason,
 		Cwd:       c.Cwd,
-	})
+	}
+	var dec ApprovalDecision
+	var err error
+	if da, ok := a.(DecidingApprover); ok {
+		dec, err = da.Decide(ctx, req)
+	} else {
+		dec.Outcome, err = a.Approve(ctx, req)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return Failure(abortedError()), true
 		}
 		return deny("approval unavailable", err.Error())
 	}
-	switch out {
+	why := ""
+	if dec.Reason != "" {
+		why = ": " + dec.Reason
+	}
+	switch dec.Outcome {
 	case AllowedOnce:
 		return Result{}, false
 	case Rejected:
-		return deny("rejected by user", "")
+		if dec.By == "" {
+			return deny("rejected by user"+why, "")
+		}
+		return deny("rejected by "+dec.By+why, "")
 	case Cancelled:
 		return deny("approval cancelled", "")
 	case Unavailable:
-		return deny("approval unavailable", "")
+		return deny("approval unavailable"+why, "")
 	default:
-		return deny(fmt.Sprintf("unexpected approval outcome %q", out), "")
+		return deny(fmt.Sprintf("unexpected approval outcome %q", dec.Outcome), "")
 	}
 }
 

@@ -60,6 +60,17 @@ func code(r Result) string {
 	return r.Error.Code
 }
 
+// decidingApprover answers with a fixed decision; Approve must not be used.
+type decidingApprover struct{ d ApprovalDecision }
+
+func (a decidingApprover) Approve(context.Context, ApprovalRequest) (ApprovalOutcome, error) {
+	panic("the pipeline must prefer Decide")
+}
+
+func (a decidingApprover) Decide(context.Context, ApprovalRequest) (ApprovalDecision, error) {
+	return a.d, nil
+}
+
 type approverFunc func(ctx context.Context, req ApprovalRequest) (ApprovalOutcome, error)
 
 func (f approverFunc) Approve(ctx context.Context, req ApprovalRequest) (ApprovalOutcome, error) {
@@ -126,6 +137,14 @@ func TestPipelineBranches(t *testing.T) {
 			wantErr: true, wantCode: CodeDenied, wantText: "not approved: approval unavailable"},
 		{name: "ask allowed once", raw: `{"a":1}`, setup: approveWith(AllowedOnce, nil), wantText: "echo", wantRuns: 1},
 		{name: "ask rejected", raw: `{"a":1}`, setup: approveWith(Rejected, nil), wantErr: true, wantCode: CodeDenied, wantText: "rejected by user"},
+		{name: "ask rejected by reviewer", raw: `{"a":1}`, setup: func(e *env) {
+			e.p.UsePreExecute(preReturning(Decision{Kind: Ask}))
+			e.p.SetApprover(decidingApprover{ApprovalDecision{Outcome: Rejected, By: "the automatic reviewer", Reason: "deletes the repository"}})
+		}, wantErr: true, wantCode: CodeDenied, wantText: "not approved: rejected by the automatic reviewer: deletes the repository"},
+		{name: "ask unavailable by policy", raw: `{"a":1}`, setup: func(e *env) {
+			e.p.UsePreExecute(preReturning(Decision{Kind: Ask}))
+			e.p.SetApprover(decidingApprover{ApprovalDecision{Outcome: Unavailable, By: "the approval policy", Reason: "approval policy is never"}})
+		}, wantErr: true, wantCode: CodeDenied, wantText: "approval unavailable: approval policy is never"},
 		{name: "ask cancelled", raw: `{"a":1}`, setup: approveWith(Cancelled, nil), wantErr: true, wantCode: CodeDenied, wantText: "approval cancelled"},
 		{name: "ask unavailable", raw: `{"a":1}`, setup: approveWith(Unavailable, nil), wantErr: true, wantCode: CodeDenied, wantText: "approval unavailable"},
 		{name: "ask approver error", raw: `{"a":1}`, setup: approveWith(AllowedOnce, boom), wantErr: true, wantCode: CodeDenied, wantText: "approval unavailable"},

@@ -212,3 +212,22 @@ type ApprovalRequest struct {
 type Approver interface {
 	Approve(ctx context.Context, req ApprovalRequest) (ApprovalOutcome, error)
 }
+
+// ApprovalDecision is an approval answer together with who gave it and
+// why, so that a refusal tells the model who refused (a user, an
+// automatic reviewer, a policy) rather than blaming the user.
+type ApprovalDecision struct {
+	Outcome ApprovalOutcome
+	// By names who decided in words the model reads ("the user", "the
+	// automatic reviewer", "the approval policy"); "" means the user.
+	By string
+	// Reason is why, when the decider gave one.
+	Reason string
+}
+
+// DecidingApprover is an Approver that can also say who decided and
+// why; the pipeline prefers Decide when the approver has it.
+type DecidingApprover interface {
+	Approver
+	Decide(ctx context.Context, req ApprovalRequest) (ApprovalDecision, error)
+}
