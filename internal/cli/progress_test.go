@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,39 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 )
-
-// openPTY opens a pseudo-terminal pair of cols columns: the master, read
-// by the test, and the slave, handed to dsh as its stderr.
-func openPTY(t *testing.T, cols uint16) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		m.Close()
-		t.Fatalf("unlockpt: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		m.Close()
-		t.Fatalf("ptsname: %v", err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		m.Close()
-		t.Fatalf("open slave: %v", err)
-	}
-	if err := unix.IoctlSetWinsize(int(s.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 30, Col: cols}); err != nil {
-		t.Fatalf("set window size: %v", err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	return m, s
-}
 
 // editTask scripts a multi-step edit: think, read the file, edit it,
 // run a failing check, answer.
@@ -74,7 +44,7 @@ func editTask(e *env) {
 // stdout, everything the terminal received, and the exit code.
 func runOnPTY(t *testing.T, e *env, env []string, args ...string) (stdout, term string, code int) {
 	t.Helper()
-	master, slave := openPTY(t, 100)
+	master, slave := proctest.OpenPTY(t, 100)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	c := e.cmd(ctx, args...)

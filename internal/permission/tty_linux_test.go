@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 
 	"github.com/dsh-dev/dsh/internal/session"
 )
@@ -22,31 +22,6 @@ import (
 // ttyChildEnv selects the child half of the terminal tests: "ask" asks
 // three questions on /dev/tty, "none" expects no terminal.
 const ttyChildEnv = "DSH_PERMISSION_TTY_CHILD"
-
-// openPTY opens a pseudo-terminal pair through /dev/ptmx.
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		m.Close()
-		t.Fatalf("unlockpt: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		m.Close()
-		t.Fatalf("ptsname: %v", err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		m.Close()
-		t.Fatalf("open slave: %v", err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	return m, s
-}
 
 // screen collects what the child writes to the terminal and lets the
 // test wait for a text to appear (no sleeping: each write wakes it).
@@ -104,7 +79,7 @@ func (s *screen) waitCount(t *testing.T, sub string, n int) {
 // terminal is a pseudo-terminal: the approvals are asked and answered on
 // the terminal, including a session grant that answers a repeat.
 func TestApprovalOnTTYWithPipedStdin(t *testing.T) {
-	master, slave := openPTY(t)
+	master, slave := proctest.OpenPTY(t, 0)
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +164,7 @@ func TestNoTerminalDeniesWithAReason(t *testing.T) {
 // terminal (it would be stopped by SIGTTIN): OpenTerminal refuses, and
 // the ask is denied as with no terminal at all.
 func TestBackgroundJobDoesNotAsk(t *testing.T) {
-	_, slave := openPTY(t)
+	_, slave := proctest.OpenPTY(t, 0)
 	var stdout bytes.Buffer
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTTYChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), ttyChildEnv+"=bg-parent")
