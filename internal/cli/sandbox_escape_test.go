@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli_test
 
 import (
@@ -9,7 +11,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,20 +33,7 @@ until [ "$(pgrep -fx "sleep %[1]s" | wc -l)" -ge 3 ]; do :; done`, marker)
 // is still running once each has been waited for through a pidfd.
 func requireNoMarked(t *testing.T, marker string) {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	var left []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), marker) {
-			if !proctest.WaitExit(pid, 10*time.Second) {
-				left = append(left, pid)
-			}
-		}
-	}
-	if len(left) > 0 {
+	if left := proctest.Survivors(marker, 10*time.Second); len(left) > 0 {
 		t.Fatalf("processes %v outlived dsh", left)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
 )
 
 // escapeScript starts four processes that try to outlive the command
@@ -38,30 +40,13 @@ echo ready
 // newMarker is a sleep duration unique to one test run.
 func newMarker() string { return fmt.Sprintf("1000.%09d", rand.IntN(1e9)) }
 
-// marked lists the processes whose command line holds marker.
-func marked(marker string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(b), marker) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // requireGone fails unless every process holding marker is gone within
 // limit: each is waited for through a pidfd, not polled with sleeps.
 func requireGone(t *testing.T, marker string, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		pids := marked(marker)
+		pids := proctest.Marked(marker)
 		if len(pids) == 0 {
 			return
 		}
@@ -168,7 +153,7 @@ func TestNothingOutlivesTheCommand(t *testing.T) {
 				Script: escapeScript(m, "exec sleep "+m),
 			})
 			readReady(t, out)
-			if n := len(marked(m)); n < 5 {
+			if n := len(proctest.Marked(m)); n < 5 {
 				t.Fatalf("%d marked processes before the kill, want 5", n)
 			}
 			_ = parent.Process.Kill()

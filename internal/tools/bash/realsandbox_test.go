@@ -1,3 +1,5 @@
+//go:build linux
+
 package bash
 
 import (
@@ -10,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,20 +104,7 @@ func newMarker(t *testing.T) string {
 // is still running once each has been waited for (through a pidfd).
 func requireNoneLeft(t *testing.T, marker string) {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	var left []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), marker) {
-			if !proctest.WaitExit(pid, exitWait) {
-				left = append(left, pid)
-			}
-		}
-	}
-	if len(left) > 0 {
+	if left := proctest.Survivors(marker, exitWait); len(left) > 0 {
 		t.Fatalf("processes %v outlived their call", left)
 	}
 }
