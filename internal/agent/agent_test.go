@@ -3,8 +3,11 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -365,15 +368,31 @@ func TestConcurrencySafeCallsOverlapAndCommitInOrder(t *testing.T) {
 func TestSteerEntersTheRunningTurn(t *testing.T) {
 	h := newHarness(t)
 	fifo, lines := proctest.Fifo(t)
+	// The command then blocks on a second FIFO until the steer is queued, so
+	// the steer always lands while the turn is still running.
+	gate := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	h.srv.Enqueue(
-		llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo go > " + fifo)}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo go > " + fifo + "; read x < " + gate)}},
 		llmtest.Response{Text: "steered"},
 	)
+	steered := make(chan error, 1)
 	go func() {
 		<-lines
-		_ = h.agent.Steer(agent.NewUserMessage("also do X"))
+		err := h.agent.Steer(agent.NewUserMessage("also do X"))
+		// Opening for write blocks until the command opens the gate to read.
+		if f, ferr := os.OpenFile(gate, os.O_WRONLY, 0); ferr == nil {
+			_, _ = f.WriteString("go\n")
+			f.Close()
+		}
+		steered <- err
 	}()
 	out := h.run(t.Context(), "hi")
+	if err := <-steered; err != nil {
+		t.Fatalf("steer: %v", err)
+	}
 	if out.Reason.Kind != session.EndCompleted || out.Turn != 1 {
 		t.Fatalf("outcome %+v", out)
 	}
