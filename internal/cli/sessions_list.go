@@ -13,7 +13,6 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store"
-	"github.com/dsh-dev/dsh/internal/store/sqlite"
 )
 
 // ListedSession is one element of dsh sessions list --json: the header's
@@ -134,7 +133,7 @@ func tildePath(p, home string) string {
 }
 
 // shortIDs maps each id to its shortest prefix of at least least bytes that
-// is not a prefix of any other id, which [sqlite.Store.Resolve] resolves
+// is not a prefix of any other id, which [store.Store.Resolve] resolves
 // back to it (an id that prefixes another stays whole: the exact match
 // wins).
 func shortIDs(ids []string, least int) map[string]string {
@@ -168,7 +167,7 @@ const idHint = `run "dsh sessions list --all" to see the sessions and their ids`
 
 // printIDError explains an unknown or ambiguous session id, listing the
 // sessions an ambiguous prefix matches.
-func printIDError(stdio IO, e *sqlite.IDError) {
+func printIDError(stdio IO, e *store.IDError) {
 	if len(e.Candidates) == 0 {
 		fmt.Fprintf(stdio.Stderr, "dsh: %v; %s\n", e, idHint)
 		return
