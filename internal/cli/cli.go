@@ -67,6 +67,8 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return runCmd(ctx, args[1:], stdio)
 	case "sessions":
 		return sessionsCmd(ctx, args[1:], stdio)
+	case "workspace":
+		return workspaceCmd(ctx, args[1:], stdio)
 	case "config":
 		return configCmd(args[1:], stdio)
 	case "compact":
