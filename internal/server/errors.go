@@ -59,6 +59,8 @@ var statusOf = map[string]int{
 	"WORKSPACE_INVALID_PATH":  http.StatusBadRequest,
 	"WORKSPACE_MOVE_INVALID":  http.StatusBadRequest,
 	"WORKSPACE_ATTACH_FAILED": http.StatusConflict,
+	"WORKSPACE_AMBIGUOUS":     http.StatusConflict,
+	"WORKSPACE_INVALID_TITLE": http.StatusBadRequest,
 }
 
 // apiError is an error with a stable code, as the API reports it.

@@ -53,6 +53,7 @@ type Server struct {
 	fence  *fence
 	mux    *http.ServeMux
 	routes []Route
+	public map[string]bool // mux patterns of the routes that need no token
 
 	// base ends every stream when the server shuts down.
 	base    context.Context
@@ -87,8 +88,10 @@ func New(h *host.Host, reg *workspace.Registry, opts Options) *Server {
 	}
 	s.base, s.stopAll = context.WithCancel(context.Background())
 	s.routes = s.routeTable()
+	s.public = map[string]bool{}
 	for _, r := range s.routes {
 		s.mux.HandleFunc(r.Method+" "+r.Pattern, r.handler)
+		s.public[r.Method+" "+r.Pattern] = r.Public
 	}
 	// Anything else under /api is a JSON 404 (or 405), never the UI.
 	s.mux.HandleFunc("/api/", s.notFound)
@@ -111,7 +114,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, pattern := s.mux.Handler(r)
-	if pattern != "GET /api/health" && pattern != "GET /api/openapi.json" && !authorized(r, s.opts.Token) {
+	if !s.public[pattern] && !authorized(r, s.opts.Token) {
 		writeError(w, newError(CodeUnauthorized, "a valid token is required: open the URL dsh serve printed, or send Authorization: Bearer TOKEN (the token is in $DSH_HOME/serve/token)"))
 		return
 	}
