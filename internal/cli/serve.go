@@ -39,7 +39,8 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "dsh serve: unexpected argument %q\n", rest[0])
 		return ExitUsage
 	}
-	if _, _, err := net.SplitHostPort(*listen); err != nil {
+	listenHost, _, err := net.SplitHostPort(*listen)
+	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "dsh serve: --listen %q: want HOST:PORT (%v)\n", *listen, err)
 		return ExitUsage
 	}
@@ -76,14 +77,20 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		return fail(stdio, errors.Join(err, closeHost()))
 	}
 	addr := ln.Addr().(*net.TCPAddr)
+	// The address as asked for, with the port the kernel chose: a wildcard
+	// host stays what the user wrote rather than the socket's "[::]".
+	if listenHost == "" {
+		listenHost = "0.0.0.0"
+	}
+	hostPort := net.JoinHostPort(listenHost, fmt.Sprint(addr.Port))
 	srv := server.New(h, reg, server.Options{
-		Token: token, Listen: addr.String(), TrustedHosts: trusted,
+		Token: token, Listen: hostPort, TrustedHosts: trusted,
 		Version: app.Version, App: a,
 	})
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	hs.RegisterOnShutdown(srv.Close)
 
-	base := "http://" + addr.String()
+	base := "http://" + hostPort
 	browse := base
 	if addr.IP.IsUnspecified() {
 		browse = "http://" + net.JoinHostPort("127.0.0.1", fmt.Sprint(addr.Port))
@@ -91,7 +98,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	fmt.Fprintf(stdio.Stdout, "dsh serve listening on %s\n", base)
 	fmt.Fprintf(stdio.Stdout, "open %s/?token=%s\n", browse, token)
 	if !addr.IP.IsLoopback() {
-		fmt.Fprintf(stdio.Stderr, "dsh serve: warning: %s is not a loopback address; traffic (the token included) is not encrypted: use it only on a network you trust, or put TLS in front\n", addr.IP)
+		fmt.Fprintf(stdio.Stderr, "dsh serve: warning: %s is not a loopback address; traffic (the token included) is not encrypted: use it only on a network you trust, or put TLS in front\n", listenHost)
 	}
 	if *open {
 		openBrowser(stdio, browse+"/?token="+token)
