@@ -1,8 +1,6 @@
 package server
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +9,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/session"
 )
 
 // maxEventsLimit bounds one page of /events.
@@ -90,7 +89,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		s.host.Publish(host.FeedEvent{Type: "workspace/changed", WorkspaceID: req.WorkspaceID})
+		s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceChanged, WorkspaceID: req.WorkspaceID})
 	}
 	writeJSON(w, http.StatusCreated, info)
 }
@@ -140,9 +139,7 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if events == nil {
-		events = nil
-		writeJSON(w, http.StatusOK, map[string]any{"events": []any{}, "next": next})
-		return
+		events = []session.Event{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": events, "next": next})
 }
@@ -300,13 +297,4 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
 		list = []host.Approval{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"approvals": list})
-}
-
-// eventJSON marshals a session event as stored.
-func eventJSON(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, errors.Join(errors.New("encode event"), err)
-	}
-	return b, nil
 }
