@@ -13,7 +13,7 @@ import (
 )
 
 // maxEventsLimit bounds one page of /events.
-const maxEventsLimit = 10000
+const maxEventsLimit = host.MaxEventsLimit
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
