@@ -210,6 +210,18 @@ func TestSessionRoutes(t *testing.T) {
 	if forked.Header.ID == "" || forked.Header.ID == id {
 		t.Fatalf("fork %+v", forked)
 	}
+	// The fork is a child: listed with children=1 only.
+	e.call("GET", "/api/sessions", nil, 200, &list)
+	n := len(list.Sessions)
+	e.call("GET", "/api/sessions?children=1", nil, 200, &list)
+	if len(list.Sessions) != n+1 {
+		t.Fatalf("children=1 lists %d sessions, without %d", len(list.Sessions), n)
+	}
+	// Two ids made in the same millisecond range share their first
+	// character (UUIDv7): a one-character prefix names both.
+	if forked.Header.ID[0] == id[0] {
+		e.wantError(e.req("GET", "/api/sessions/"+id[:1], nil), 409, "SESSION_AMBIGUOUS")
+	}
 	e.call("POST", "/api/sessions/"+id+"/cancel", map[string]any{"clearQueue": true}, 202, nil)
 	e.call("POST", "/api/sessions/"+id+"/cancel", nil, 202, nil)
 

@@ -82,6 +82,7 @@ func TestWorkspaceRoutes(t *testing.T) {
 	e.wantError(e.req("PATCH", "/api/workspaces/"+a.ID, map[string]any{"before": a.ID}), 400, "WORKSPACE_MOVE_INVALID")
 	e.wantError(e.req("PATCH", "/api/workspaces/"+a.ID+"/sessions/"+s1, map[string]any{}), 400, "INVALID_ARGUMENT")
 	e.wantError(e.req("DELETE", "/api/workspaces/nosuch", nil), 404, "WORKSPACE_NOT_FOUND")
+	e.wantError(e.req("PATCH", "/api/workspaces/"+a.ID, map[string]any{"title": ""}), 400, "WORKSPACE_INVALID_TITLE")
 
 	// A missing directory shows in the status; delete removes only the
 	// registration.
