@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,9 +29,30 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg host.Config) *fixture {
 	t.Helper()
+	return newFixtureWith(t, cfg, "")
+}
+
+// askWrites is a profile whose rule asks before every write tool call.
+const askWrites = `
+profile:
+  - id: permissions
+    module: permissions
+    config:
+      rules:
+        - {tool: write, action: ask, reason: "writes need a yes"}
+`
+
+// newFixtureWith writes configYAML as $DSH_HOME/config.yaml first.
+func newFixtureWith(t *testing.T, cfg host.Config, configYAML string) *fixture {
+	t.Helper()
 	srv := llmtest.New()
 	t.Cleanup(srv.Close)
 	home := t.TempDir()
+	if configYAML != "" {
+		if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(configYAML), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Setenv("DSH_HOME", home)
 	t.Setenv("DEEPSEEK_API_KEY", "test-key")
 	t.Setenv("DEEPSEEK_BASE_URL", srv.URL())
