@@ -134,3 +134,7 @@ func countType(events []session.Event, typ string) int {
 	}
 	return n
 }
+
+func userText(s string) llm.Message {
+	return llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(s)}}
+}
