@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -361,4 +363,66 @@ func TestFeedOverflowDropsSlowSubscriber(t *testing.T) {
 	if _, err := slow.Next(t.Context()); !errors.Is(err, host.ErrFeedOverflow) {
 		t.Fatalf("slow subscriber: %v", err)
 	}
+}
+
+// TestIdleDisposal: a live session with nothing to do is disposed after
+// IdleAfter (its lease released), and not before.
+func TestIdleDisposal(t *testing.T) {
+	srv := llmtest.New()
+	t.Cleanup(srv.Close)
+	home := t.TempDir()
+	t.Setenv("DSH_HOME", home)
+	t.Setenv("DEEPSEEK_API_KEY", "test-key")
+	t.Setenv("DEEPSEEK_BASE_URL", srv.URL())
+	cwd := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		a, err := app.Open(ctx, app.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		const idle = 5 * time.Minute
+		h, err := host.New(host.Config{App: a, Holder: "idle test", IdleAfter: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(ctx)
+		feed := h.Subscribe()
+		defer feed.Close()
+		info, err := h.Create(ctx, host.CreateRequest{Cwd: cwd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := info.Header.ID
+		time.Sleep(idle - time.Second)
+		synctest.Wait()
+		if got, _ := h.Get(ctx, id); !got.Live {
+			t.Fatal("disposed before IdleAfter")
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got, _ := h.Get(ctx, id); got.Live {
+			t.Fatal("still live after IdleAfter")
+		}
+		var types []string
+		batch, err := feed.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range batch {
+			types = append(types, e.Type)
+		}
+		if strings.Join(types, ",") != "session/added,session/status" {
+			t.Fatalf("feed %v", types)
+		}
+		// The lease was released: the session can be taken at once.
+		l, err := a.Store.Acquire(ctx, id, "after idle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
