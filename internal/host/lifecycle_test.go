@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/host"
+	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/session/sessiontest"
@@ -78,7 +79,8 @@ func TestSteerDuringTurn(t *testing.T) {
 // was streamed as an interrupted assistant message.
 func TestCancelKeepsPartialAnswer(t *testing.T) {
 	f := newFixture(t, host.Config{})
-	f.srv.Enqueue(llmtest.Response{Text: "a long answer that never finishes streaming", ChunkRunes: 4, StallAfter: 6})
+	const full = "a long answer that never finishes streaming"
+	f.srv.Enqueue(llmtest.Response{Text: full, ChunkRunes: 4, StallAfter: 6})
 	info := f.create(host.CreateRequest{})
 	id := info.Header.ID
 	s, err := f.h.Follow(t.Context(), id, -1)
@@ -103,14 +105,14 @@ func TestCancelKeepsPartialAnswer(t *testing.T) {
 	rest := until(t, s, isType(session.TypeTurnEnd))
 	var msg struct {
 		Interrupted bool        `json:"interrupted"`
-		Message     interface{} `json:"message"`
+		Message     llm.Message `json:"message"`
 	}
 	var end session.TurnEnd
 	for _, e := range rest {
 		switch e.Type {
 		case session.TypeAssistantMsg:
 			_ = json.Unmarshal(e.Data, &msg)
-			if !strings.Contains(string(e.Data), "a long") {
+			if text := msg.Message.Text(); text == "" || !strings.HasPrefix(full, text) {
 				t.Errorf("partial answer lost: %s", e.Data)
 			}
 		case session.TypeTurnEnd:
