@@ -9,7 +9,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/projection"
 	"github.com/dsh-dev/dsh/internal/session"
-	"github.com/dsh-dev/dsh/internal/store/sqlite"
+	"github.com/dsh-dev/dsh/internal/store"
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
 )
 
@@ -109,7 +109,7 @@ func (h *Host) statusChanged(e *entry) {
 	}
 }
 
-func infoOf(en sqlite.Entry) Info {
+func infoOf(en store.Entry) Info {
 	h := en.Header
 	return Info{
 		Header: h, Title: en.Title, Status: StatusIdle, State: en.Status, Turns: en.Turns,
@@ -127,11 +127,11 @@ func (h *Host) overlay(in *Info, e *entry, detail bool) {
 	e.mu.Lock()
 	switch {
 	case in.Status != StatusIdle:
-		in.State = sqlite.StatusRunning
+		in.State = store.StatusRunning
 	case e.lastEnd != "":
 		in.State = e.lastEnd
 	default:
-		in.State = sqlite.StatusNew
+		in.State = store.StatusNew
 	}
 	e.mu.Unlock()
 	if n := int64(e.sess.Log.Len()); n-1 > in.LastSeq {
@@ -151,19 +151,13 @@ func (h *Host) overlay(in *Info, e *entry, detail bool) {
 // List returns the stored sessions (summaries; no log is read) with the
 // live overlay, newest first.
 func (h *Host) List(ctx context.Context, f ListFilter) ([]Info, error) {
-	entries, err := h.app.Store.List(ctx)
+	entries, err := h.app.Store.List(ctx, store.ListFilter{Cwd: f.Cwd, TopLevelOnly: !f.IncludeChildren})
 	if err != nil {
 		return nil, classify(err)
 	}
 	out := make([]Info, 0, len(entries))
 	for _, en := range entries {
 		if en.Err != nil {
-			continue
-		}
-		if f.Cwd != "" && en.Header.Cwd != f.Cwd {
-			continue
-		}
-		if !f.IncludeChildren && en.Header.ParentSession != "" {
 			continue
 		}
 		in := infoOf(en)
