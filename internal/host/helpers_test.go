@@ -12,10 +12,21 @@ import (
 	"github.com/dsh-dev/dsh/internal/leakcheck"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 )
 
-func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
+func TestMain(m *testing.M) {
+	// Bash commands run under the sandbox helper, which is this binary.
+	sandbox.RunHelperIfRequested()
+	os.Exit(leakcheck.Run(m))
+}
+
+func needSandbox(t *testing.T) {
+	if _, err := sandbox.Default().Backend(); err != nil {
+		t.Skipf("no sandbox backend on this machine: %v", err)
+	}
+}
 
 // fixture is a host over a real app (real SQLite in a temp DSH_HOME) and
 // the scripted fake model.
