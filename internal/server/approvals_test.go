@@ -86,6 +86,9 @@ func TestApprovalsAcrossReconnects(t *testing.T) {
 	if again.Approval == nil || again.Approval.ID != aid {
 		t.Fatalf("after reconnect %+v", again)
 	}
+	if st := feedUntil(t, feed2, host.FeedSessionStatus); st.SessionID != id || st.Status != host.StatusAwaitingApproval {
+		t.Fatalf("snapshot status %+v", st)
+	}
 
 	e.call("POST", "/api/sessions/"+id+"/approvals/"+aid, map[string]any{"decision": "allow-once"}, 200, nil)
 	e.wantError(e.req("POST", "/api/sessions/"+id+"/approvals/"+aid, map[string]any{"decision": "reject"}), 409, "APPROVAL_NOT_PENDING")

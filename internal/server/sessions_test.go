@@ -368,3 +368,38 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 	e.wantError(e.req("GET", "/api/sessions/"+in.Header.ID+"/stream", nil), http.StatusServiceUnavailable, "SHUTTING_DOWN")
 }
+
+// TestCancelKeepsPartial: cancelling a streaming turn ends it aborted
+// with the visible part of the answer logged.
+func TestCancelKeepsPartial(t *testing.T) {
+	e := newEnv(t, "")
+	e.model.Enqueue(llmtest.Response{Text: "partial answer that never ends", ChunkRunes: 4, StallAfter: 4})
+	id := e.create(nil).Header.ID
+	st := e.openSSE(e.req("GET", "/api/sessions/"+id+"/stream", nil))
+	defer st.close()
+	e.send(id, "go")
+	untilType(t, st, session.TypeAssistantChunk)
+	e.call("POST", "/api/sessions/"+id+"/cancel", nil, 202, nil)
+	evs := decodeEvents(t, untilType(t, st, session.TypeTurnEnd))
+	var end session.TurnEnd
+	if err := evs[len(evs)-1].Decode(&end); err != nil {
+		t.Fatal(err)
+	}
+	if end.Reason.Kind != session.EndAborted {
+		t.Fatalf("turn end %+v", end)
+	}
+	var msg session.AssistantMessage
+	found := false
+	for _, ev := range evs {
+		if ev.Type == session.TypeAssistantMsg {
+			if err := ev.Decode(&msg); err != nil {
+				t.Fatal(err)
+			}
+			found = true
+		}
+	}
+	if !found || !msg.Interrupted || !strings.HasPrefix(msg.Message.Text(), "part") {
+		t.Fatalf("partial answer %v %+v", found, msg)
+	}
+	sessiontest.CheckBalanced(t, e.stored(id))
+}
