@@ -110,6 +110,25 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("status %v", st)
 	}
 
+	// A client streaming the session and one watching the feed: shutdown
+	// must end both rather than wait for them.
+	var streamsDone []chan error
+	for _, path := range []string{"/api/sessions/" + sid + "/stream", "/api/events"} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("open %s: %v %v", path, resp, err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- err
+		}()
+		streamsDone = append(streamsDone, done)
+	}
+
 	start := time.Now()
 	if err := c.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -123,6 +142,9 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("dsh serve still running 5 s after SIGTERM\n%s", stderr.String())
 	}
 	t.Logf("exit %v after SIGTERM", time.Since(start))
+	for _, done := range streamsDone {
+		<-done // ended (cleanly, or cut when the process exited)
+	}
 
 	_, events, _ := exportEvents(t, e, sid)
 	sessiontest.CheckBalanced(t, events)

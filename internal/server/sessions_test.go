@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -402,4 +405,40 @@ func TestCancelKeepsPartial(t *testing.T) {
 		t.Fatalf("partial answer %v %+v", found, msg)
 	}
 	sessiontest.CheckBalanced(t, e.stored(id))
+}
+
+// TestSlowClientDoesNotBlock: a client that stops reading its stream
+// (megabytes behind, its socket buffers full) does not hold up the turn
+// or another client; when it reads again it gets everything.
+func TestSlowClientDoesNotBlock(t *testing.T) {
+	e := newEnv(t, "")
+	// 2 MiB of answer: over 4 MiB on the wire (the chunks, then the
+	// whole message), more than the server's largest send buffer
+	// (tcp_wmem's 4 MiB) and the stalled client's 4 KiB receive buffer.
+	e.model.Enqueue(llmtest.Response{Text: strings.Repeat("0123456789abcdef", 1<<17), ChunkRunes: 8192})
+	id := e.create(nil).Header.ID
+	stalled := e.openSSEWith(smallWindowClient(), e.req("GET", "/api/sessions/"+id+"/stream", nil))
+	defer stalled.close()
+	reader := e.openSSE(e.req("GET", "/api/sessions/"+id+"/stream", nil))
+	defer reader.close()
+	e.send(id, "go")
+	untilType(t, reader, session.TypeTurnEnd)
+	var info sessionInfo
+	e.call("GET", "/api/sessions/"+id, nil, 200, &info)
+	if info.Status != "idle" {
+		t.Fatalf("status %q after the turn", info.Status)
+	}
+	got := decodeEvents(t, untilType(t, stalled, session.TypeTurnEnd))
+	sameEvents(t, got, e.stored(id)[:len(got)])
+}
+
+// smallWindowClient's connections have a 4 KiB receive buffer, so a
+// reader that stops reading stalls the server's writes soon.
+func smallWindowClient() *http.Client {
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 }
