@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -67,8 +68,11 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	if err != nil {
 		return fail(stdio, err)
 	}
+	// deadline is set when the orderly stop begins; the host's close
+	// shares it with the HTTP shutdown.
+	deadline := time.Now().Add(serveShutdown)
 	closeHost := func() error {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
+		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		return h.Close(cctx)
 	}
@@ -111,9 +115,12 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	case <-sigCtx.Done():
 	case serveErr = <-served:
 	}
+	// A second signal now ends the process the default way.
+	stopSignals()
 	// Stop accepting and end every stream, then cancel running turns,
-	// flush logs and release leases.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
+	// flush logs and release leases, all within one deadline.
+	deadline = time.Now().Add(serveShutdown)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		_ = hs.Close()
@@ -143,10 +150,26 @@ func openBrowser(stdio IO, url string) {
 		return
 	}
 	c := exec.Command(path, url)
+	c.Env = openerEnv(os.Environ())
 	if err := c.Start(); err != nil {
 		fmt.Fprintf(stdio.Stderr, "dsh serve: %s: %v\n", name, err)
 		return
 	}
 	// Reaped when the opener exits (it returns at once).
 	go func() { _ = c.Wait() }()
+}
+
+// openerEnv is the environment without what looks like a credential: the
+// opener and the browser it starts need none of dsh's API keys.
+func openerEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		up := strings.ToUpper(name)
+		if strings.HasSuffix(up, "_KEY") || strings.Contains(up, "TOKEN") || strings.Contains(up, "SECRET") || strings.Contains(up, "PASSWORD") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
