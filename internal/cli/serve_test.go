@@ -220,3 +220,44 @@ func TestServeWarnsOffLoopback(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 }
+
+// TestServeOpen: --open runs xdg-open with the browser URL (token
+// included) and without dsh's credentials in its environment.
+func TestServeOpen(t *testing.T) {
+	e := newEnv(t)
+	bin := t.TempDir()
+	fifo := filepath.Join(bin, "opened")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho \"$1 key=${DEEPSEEK_API_KEY:-none}\" > " + fifo + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c := e.cmd(ctx, "serve", "--listen", "127.0.0.1:0", "--open")
+	c.Env = append(c.Env, "PATH="+bin+":"+os.Getenv("PATH"))
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	_, _ = r.ReadString('\n')
+	urlLine, _ := r.ReadString('\n')
+	opened, err := os.ReadFile(fifo) // blocks until the opener writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimPrefix(strings.TrimSpace(urlLine), "open ") + " key=none\n"
+	if string(opened) != want {
+		t.Errorf("opener got %q, want %q", opened, want)
+	}
+	_ = c.Process.Signal(syscall.SIGTERM)
+	if err := c.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}
