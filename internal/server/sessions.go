@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -18,19 +19,13 @@ const maxEventsLimit = host.MaxEventsLimit
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := host.ListFilter{Cwd: q.Get("cwd"), IncludeChildren: q.Get("children") == "1" || q.Get("children") == "true"}
+	var list []host.Info
+	var err error
 	if wsID := q.Get("workspace"); wsID != "" {
-		ws, err := s.reg.Get(r.Context(), wsID)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		if f.Cwd != "" && f.Cwd != ws.Path {
-			writeError(w, newError(CodeInvalidArgument, "cwd and workspace name different directories"))
-			return
-		}
-		f.Cwd = ws.Path
+		list, err = s.workspaceSessions(r.Context(), wsID, f.Cwd)
+	} else {
+		list, err = s.host.List(r.Context(), f)
 	}
-	list, err := s.host.List(r.Context(), f)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -39,6 +34,39 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		list = []host.Info{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
+}
+
+// workspaceSessions lists the members of workspace wsID in the
+// workspace's order: sessions registered there whose cwd is its
+// directory. One indexed listing by cwd finds them; a member stored under
+// another spelling of the directory is looked up on its own.
+func (s *Server) workspaceSessions(ctx context.Context, wsID, cwd string) ([]host.Info, error) {
+	ws, err := s.reg.Get(ctx, wsID)
+	if err != nil {
+		return nil, err
+	}
+	if cwd != "" && cwd != ws.Path {
+		return nil, newError(CodeInvalidArgument, "cwd and workspace name different directories")
+	}
+	byCwd, err := s.host.List(ctx, host.ListFilter{Cwd: ws.Path, IncludeChildren: true})
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]host.Info, len(byCwd))
+	for _, in := range byCwd {
+		byID[in.Header.ID] = in
+	}
+	out := make([]host.Info, 0, len(ws.SessionIDs))
+	for _, id := range ws.SessionIDs {
+		in, ok := byID[id]
+		if !ok {
+			if in, err = s.host.Get(ctx, id); err != nil {
+				continue // gone since the registry was read
+			}
+		}
+		out = append(out, in)
+	}
+	return out, nil
 }
 
 // createRequest is the body of POST /api/sessions.
@@ -84,12 +112,24 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.WorkspaceID != "" {
-		if err := s.reg.Attach(r.Context(), req.WorkspaceID, info.Header.ID); err != nil {
+	// A session made in a registered directory joins its workspace.
+	wsID := req.WorkspaceID
+	if wsID == "" {
+		ws, ok, err := s.reg.ByPath(r.Context(), info.Header.Cwd)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
-		s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceChanged, WorkspaceID: req.WorkspaceID})
+		if ok {
+			wsID = ws.ID
+		}
+	}
+	if wsID != "" {
+		if err := s.reg.Attach(r.Context(), wsID, info.Header.ID); err != nil {
+			writeError(w, err)
+			return
+		}
+		s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceChanged, WorkspaceID: wsID})
 	}
 	writeJSON(w, http.StatusCreated, info)
 }

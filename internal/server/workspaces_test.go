@@ -66,10 +66,16 @@ func TestWorkspaceRoutes(t *testing.T) {
 	if len(got.SessionIDs) != 2 || got.SessionIDs[0] != s2 || got.SessionIDs[1] != s1 {
 		t.Fatalf("session order %+v", got.SessionIDs)
 	}
+	// One made by cwd in a registered directory joins it too (at the front).
+	s3 := e.create(map[string]any{"cwd": dirA}).Header.ID
 	var sessions struct{ Sessions []sessionInfo }
 	e.call("GET", "/api/sessions?workspace="+a.ID, nil, 200, &sessions)
-	if len(sessions.Sessions) != 2 {
-		t.Fatalf("workspace sessions %+v", sessions)
+	var order []string
+	for _, s := range sessions.Sessions {
+		order = append(order, s.Header.ID)
+	}
+	if !equalStrings(order, []string{s3, s2, s1}) {
+		t.Fatalf("workspace sessions %v, want %v", order, []string{s3, s2, s1})
 	}
 	e.call("GET", "/api/sessions?workspace="+b.ID, nil, 200, &sessions)
 	if len(sessions.Sessions) != 0 {
