@@ -37,9 +37,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 }
 
 // workspaceSessions lists the members of workspace wsID in the
-// workspace's order: sessions registered there whose cwd is its
-// directory. One indexed listing by cwd finds them; a member stored under
-// another spelling of the directory is looked up on its own.
+// workspace's order (sessions registered there whose cwd is its
+// directory), then the other top-level sessions of that directory, newest
+// first: a `dsh run` there is not registered, and must not be hidden. One
+// indexed listing by cwd finds them; a member stored under another
+// spelling of the directory is looked up on its own.
 func (s *Server) workspaceSessions(ctx context.Context, wsID, cwd string) ([]host.Info, error) {
 	ws, err := s.reg.Get(ctx, wsID)
 	if err != nil {
@@ -56,8 +58,10 @@ func (s *Server) workspaceSessions(ctx context.Context, wsID, cwd string) ([]hos
 	for _, in := range byCwd {
 		byID[in.Header.ID] = in
 	}
-	out := make([]host.Info, 0, len(ws.SessionIDs))
+	out := make([]host.Info, 0, len(byCwd))
+	member := make(map[string]bool, len(ws.SessionIDs))
 	for _, id := range ws.SessionIDs {
+		member[id] = true
 		in, ok := byID[id]
 		if !ok {
 			if in, err = s.host.Get(ctx, id); err != nil {
@@ -65,6 +69,11 @@ func (s *Server) workspaceSessions(ctx context.Context, wsID, cwd string) ([]hos
 			}
 		}
 		out = append(out, in)
+	}
+	for _, in := range byCwd {
+		if !member[in.Header.ID] && !in.Child {
+			out = append(out, in)
+		}
 	}
 	return out, nil
 }

@@ -68,14 +68,20 @@ func TestWorkspaceRoutes(t *testing.T) {
 	}
 	// One made by cwd in a registered directory joins it too (at the front).
 	s3 := e.create(map[string]any{"cwd": dirA}).Header.ID
+	// One that another process made there, unregistered, comes last.
+	other, err := e.host.Create(t.Context(), host.CreateRequest{Cwd: dirA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s4 := other.Header.ID
 	var sessions struct{ Sessions []sessionInfo }
 	e.call("GET", "/api/sessions?workspace="+a.ID, nil, 200, &sessions)
 	var order []string
 	for _, s := range sessions.Sessions {
 		order = append(order, s.Header.ID)
 	}
-	if !equalStrings(order, []string{s3, s2, s1}) {
-		t.Fatalf("workspace sessions %v, want %v", order, []string{s3, s2, s1})
+	if want := []string{s3, s2, s1, s4}; !equalStrings(order, want) {
+		t.Fatalf("workspace sessions %v, want %v", order, want)
 	}
 	e.call("GET", "/api/sessions?workspace="+b.ID, nil, 200, &sessions)
 	if len(sessions.Sessions) != 0 {
