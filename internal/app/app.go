@@ -525,6 +525,17 @@ func resolveCwd(cwd string) (string, error) {
 // ErrNoSession is returned by --continue when no session matches.
 var ErrNoSession = errors.New("no session to continue in this directory")
 
+// LatestSession returns the id of the newest top-level session whose cwd
+// is cwd ("" = the current directory), as --continue picks it; none is a
+// *ConfigError wrapping ErrNoSession.
+func (a *App) LatestSession(ctx context.Context, cwd string) (string, error) {
+	dir, err := resolveCwd(cwd)
+	if err != nil {
+		return "", err
+	}
+	return a.latestSession(ctx, dir)
+}
+
 func (a *App) latestSession(ctx context.Context, cwd string) (string, error) {
 	entries, err := a.Store.List(ctx, store.ListFilter{Cwd: cwd, TopLevelOnly: true})
 	if err != nil {

@@ -111,6 +111,9 @@ func (m *Manager) StartContinuable(ctx context.Context, provider string, req Req
 	if err != nil {
 		return "", fmt.Errorf("create subagent: %w", err)
 	}
+	if err := CheckChild(spec, child); err != nil {
+		return "", errors.Join(err, child.Close())
+	}
 	desc := ContinuableDescriptor{
 		Version: DescriptorVersion, Mode: ModeContinuable, Provider: p.Name(), Label: req.Label,
 		AgentProvider: req.Provider, AgentModel: req.Model, AgentEffort: req.Effort, Persona: req.Persona,
@@ -355,6 +358,19 @@ func (m *Manager) Drain(ctx context.Context, parentID string) error {
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// Busy reports whether any continuable descendant of parentID has a live
+// activation (what Drain would wait for), without waiting.
+func (m *Manager) Busy(parentID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range m.nodes {
+		if active(n) && m.descendantLocked(n, parentID) {
+			return true
+		}
+	}
+	return false
 }
 
 // Release makes a settled child inactive: its agent and resources are
