@@ -1,0 +1,383 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textarea"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/dsh-dev/dsh/internal/host"
+	"github.com/dsh-dev/dsh/internal/session"
+)
+
+// exitWindow is how soon a second Ctrl-C must follow the first to exit.
+const exitWindow = 2 * time.Second
+
+// tickEvery paces the spinner and elapsed times; it only runs while
+// something is at work, so an idle UI wakes for nothing.
+const tickEvery = 150 * time.Millisecond
+
+// Options configure the UI.
+type Options struct {
+	Backend Backend
+	// Open says which session to start with.
+	Open OpenRequest
+	// AltScreen draws full-screen instead of inline.
+	AltScreen bool
+	// Color is false under NO_COLOR.
+	Color bool
+	// Cwd is the directory sessions are opened in and @paths are
+	// completed from.
+	Cwd string
+	// Home is $DSH_HOME (user skills).
+	Home string
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Messages.
+type (
+	eventsMsg struct {
+		gen    int
+		events []session.Event
+		err    error
+	}
+	feedMsg struct {
+		gen    int
+		events []host.FeedEvent
+		err    error
+	}
+	approvalsMsg struct{ list []host.Approval }
+	tickMsg      struct{}
+	printedMsg   struct{}
+	// doneMsg reports the end of a backend call a command started.
+	doneMsg struct {
+		notice string
+		err    error
+	}
+	switchMsg struct {
+		info   host.Info
+		stream EventStream
+		err    error
+	}
+)
+
+// model is the Bubble Tea model of the UI.
+type model struct {
+	ctx   context.Context
+	o     Options
+	b     Backend
+	th    theme
+	now   func() time.Time
+	width int
+	// height is the terminal's; the live area never takes more.
+	height int
+
+	id       string
+	st       *state
+	stream   EventStream
+	gen      int
+	feed     FeedStream
+	feedGen  int
+	// kin are the sessions whose approvals this UI answers: its own and
+	// the subagent children its log started.
+	kin map[string]bool
+
+	approvals []host.Approval
+	denyFocus bool
+	feedback  *textarea.Model
+
+	composer textarea.Model
+	history  []string
+	histPos  int
+	// queue holds messages typed while a turn runs; they are sent when
+	// it ends (Up takes the last one back for editing).
+	queue   []string
+	hint    string
+	ctrlCAt time.Time
+	expand  bool
+	ticking bool
+
+	// pending holds finished blocks not yet printed; printing is set
+	// while one print is in flight, so the scrollback keeps log order.
+	pending  []string
+	printing bool
+	// transcript keeps what was printed, for the alt-screen view only.
+	transcript []string
+	scroll     int
+
+	overlay  *overlay
+	quitting bool
+	exitCode int
+	liveKey  liveCache
+}
+
+// liveCache keeps the last render of the streaming text.
+type liveCache struct {
+	n, width int
+	out      string
+}
+
+func newModel(ctx context.Context, o Options, info host.Info, stream EventStream, feed FeedStream) *model {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	m := &model{ctx: ctx, o: o, b: o.Backend, th: newTheme(o.Color), now: o.Now, width: 80, height: 24,
+		id: info.Header.ID, st: newState(), stream: stream, feed: feed,
+		kin: map[string]bool{info.Header.ID: true}, denyFocus: true, histPos: -1}
+	m.composer = newComposer()
+	return m
+}
+
+func newComposer() textarea.Model {
+	ta := textarea.New()
+	ta.Placeholder = "Ask dsh… (/help for commands)"
+	ta.ShowLineNumbers = false
+	ta.Prompt = ""
+	ta.DynamicHeight = true
+	ta.MinHeight = 1
+	ta.MaxHeight = 8
+	// Long pastes are welcome: only the view is capped at MaxHeight rows.
+	ta.MaxContentHeight = 1 << 20
+	ta.CharLimit = 0
+	ta.SetVirtualCursor(false)
+	ta.KeyMap.InsertNewline = key.NewBinding(key.WithKeys("ctrl+j", "shift+enter", "alt+enter"))
+	ta.Focus()
+	return ta
+}
+
+// Init starts reading the log and the feed.
+func (m *model) Init() tea.Cmd {
+	return tea.Batch(m.waitEvents(), m.waitFeed(), m.loadApprovals())
+}
+
+func (m *model) waitEvents() tea.Cmd {
+	s, gen, ctx := m.stream, m.gen, m.ctx
+	return func() tea.Msg {
+		ev, err := s.Next(ctx)
+		return eventsMsg{gen: gen, events: ev, err: err}
+	}
+}
+
+func (m *model) waitFeed() tea.Cmd {
+	if m.feed == nil {
+		return nil
+	}
+	f, gen, ctx := m.feed, m.feedGen, m.ctx
+	return func() tea.Msg {
+		ev, err := f.Next(ctx)
+		return feedMsg{gen: gen, events: ev, err: err}
+	}
+}
+
+func (m *model) loadApprovals() tea.Cmd {
+	b, ctx := m.b, m.ctx
+	return func() tea.Msg {
+		list, err := b.Approvals(ctx)
+		if err != nil {
+			return doneMsg{err: err}
+		}
+		return approvalsMsg{list}
+	}
+}
+
+// Update handles one message.
+func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = max(msg.Width, 20), max(msg.Height, 6)
+		m.composer.SetWidth(max(m.width-2, 10))
+		return m, nil
+	case eventsMsg:
+		return m, m.onEvents(msg)
+	case feedMsg:
+		return m, m.onFeed(msg)
+	case approvalsMsg:
+		for _, a := range msg.list {
+			m.addApproval(a)
+		}
+		return m, nil
+	case tickMsg:
+		m.ticking = false
+		return m, m.tick()
+	case printedMsg:
+		m.printing = false
+		return m, m.flush()
+	case doneMsg:
+		if msg.err != nil {
+			m.say(bError, msg.err.Error())
+		} else if msg.notice != "" {
+			m.say(bNotice, msg.notice)
+		}
+		return m, m.flush()
+	case switchMsg:
+		return m, m.onSwitch(msg)
+	case overlayMsg:
+		return m, m.onOverlay(msg)
+	case tea.PasteMsg:
+		return m, m.onPaste(msg)
+	case tea.KeyPressMsg:
+		return m, m.onKey(msg)
+	}
+	var cmd tea.Cmd
+	m.composer, cmd = m.composer.Update(msg)
+	return m, cmd
+}
+
+// onEvents folds a batch of log events and prints what they finish.
+func (m *model) onEvents(msg eventsMsg) tea.Cmd {
+	if msg.gen != m.gen {
+		return nil // a stream of a session the UI has left
+	}
+	wasRunning := m.st.running
+	for _, e := range msg.events {
+		m.commit(m.st.apply(e)...)
+		if e.Type == session.TypeSubagentStart {
+			for _, c := range m.st.children {
+				m.kin[c.childID] = true
+			}
+		}
+	}
+	cmds := []tea.Cmd{m.flush(), m.tick()}
+	if wasRunning && !m.st.running && len(m.queue) > 0 {
+		cmds = append(cmds, m.sendQueued())
+	}
+	if msg.err != nil {
+		if m.ctx.Err() == nil && !errors.Is(msg.err, context.Canceled) {
+			m.say(bError, "the session stream ended: "+msg.err.Error())
+		}
+		return tea.Batch(cmds...)
+	}
+	return tea.Batch(append(cmds, m.waitEvents())...)
+}
+
+func (m *model) onFeed(msg feedMsg) tea.Cmd {
+	if msg.gen != m.feedGen {
+		return nil
+	}
+	for _, e := range msg.events {
+		switch e.Type {
+		case host.FeedApprovalPending:
+			if e.Approval != nil {
+				m.addApproval(*e.Approval)
+			}
+		case host.FeedApprovalResolved:
+			m.dropApproval(e.ApprovalID)
+		}
+	}
+	if msg.err != nil {
+		if m.ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(msg.err, host.ErrFeedOverflow) {
+			m.say(bError, "the host feed ended: "+msg.err.Error())
+			return m.flush()
+		}
+		// Dropped for falling behind: subscribe again and rebuild the
+		// pending approvals from the host's queue.
+		m.feed.Close()
+		m.feedGen++
+		f, err := m.b.Feed(m.ctx)
+		if err != nil {
+			m.feed = nil
+			m.say(bError, "the host feed: "+err.Error())
+			return m.flush()
+		}
+		m.feed, m.approvals = f, nil
+		return tea.Batch(m.waitFeed(), m.loadApprovals())
+	}
+	return m.waitFeed()
+}
+
+func (m *model) addApproval(a host.Approval) {
+	if !m.kin[a.SessionID] {
+		return
+	}
+	for _, x := range m.approvals {
+		if x.ID == a.ID {
+			return
+		}
+	}
+	if len(m.approvals) == 0 {
+		m.denyFocus = true
+	}
+	m.approvals = append(m.approvals, a)
+}
+
+func (m *model) dropApproval(id string) {
+	for i, x := range m.approvals {
+		if x.ID == id {
+			m.approvals = append(m.approvals[:i:i], m.approvals[i+1:]...)
+			if i == 0 {
+				m.denyFocus, m.feedback = true, nil
+			}
+			return
+		}
+	}
+}
+
+// commit renders finished blocks for the scrollback.
+func (m *model) commit(bs ...block) {
+	for _, b := range bs {
+		m.pending = append(m.pending, m.th.renderBlock(b, m.width, m.expand))
+	}
+}
+
+// say adds a UI notice (not from the log: an answer to a command).
+func (m *model) say(k blockKind, text string) { m.commit(block{kind: k, text: text}) }
+
+// flush prints the pending blocks, one print in flight at a time so the
+// scrollback keeps their order.
+func (m *model) flush() tea.Cmd {
+	if m.printing || len(m.pending) == 0 {
+		return nil
+	}
+	text := strings.Join(m.pending, "\n")
+	m.pending = nil
+	if m.o.AltScreen {
+		m.transcript = append(m.transcript, strings.Split(text, "\n")...)
+		return nil
+	}
+	m.printing = true
+	return tea.Sequence(tea.Println(text), func() tea.Msg { return printedMsg{} })
+}
+
+// busy says whether anything is at work that shows elapsed time.
+func (m *model) busy() bool {
+	return m.st.running || len(m.st.children) > 0 || len(m.st.calls) > 0
+}
+
+// tick schedules the next spinner frame while something is at work.
+func (m *model) tick() tea.Cmd {
+	if m.ticking || !m.busy() {
+		return nil
+	}
+	m.ticking = true
+	return tea.Tick(tickEvery, func(time.Time) tea.Msg { return tickMsg{} })
+}
+
+// sendQueued sends the messages typed during the turn, in order.
+func (m *model) sendQueued() tea.Cmd {
+	q := m.queue
+	m.queue = nil
+	b, ctx, id, cwd := m.b, m.ctx, m.id, m.o.Cwd
+	return func() tea.Msg {
+		for _, t := range q {
+			text, images := withImages(t, cwd)
+			if err := b.Send(ctx, id, text, images, host.DeliveryQueue); err != nil {
+				return doneMsg{err: err}
+			}
+		}
+		return nil
+	}
+}
+
+// quit ends the program with code.
+func (m *model) quit(code int) tea.Cmd {
+	m.quitting, m.exitCode = true, code
+	return tea.Quit
+}

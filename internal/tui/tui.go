@@ -1,0 +1,64 @@
+// Package tui is dsh's interactive terminal UI: a conversation in the
+// terminal over the session host (internal/host), in process or, with
+// --attach, over a dsh serve's HTTP API and SSE streams.
+//
+// It is a thin driver: everything it shows is folded from the session
+// log it follows (host.Follow) and the host feed (pending approvals), and
+// everything it does is a host call (Send, Cancel, Answer, Tree, List,
+// Export). By default it draws inline: finished items are printed once
+// into the terminal's own scrollback, and only the live area at the
+// bottom (the streaming answer, running tools and subagents, the approval
+// prompt, the composer and the status line) is redrawn.
+package tui
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	tea "charm.land/bubbletea/v2"
+)
+
+// Run opens the session o.Open names and runs the UI on in/out until the
+// user leaves; it returns the exit status (0, or 130 after a double
+// Ctrl-C) and the session's id.
+func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int, id string, err error) {
+	b := o.Backend
+	info, err := b.Open(ctx, o.Open)
+	if err != nil {
+		return 0, "", err
+	}
+	id = info.Header.ID
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := b.Follow(ctx, id, -1)
+	if err != nil {
+		return 0, id, fmt.Errorf("follow session %s: %w", id, err)
+	}
+	feed, err := b.Feed(ctx)
+	if err != nil {
+		stream.Close()
+		return 0, id, fmt.Errorf("host feed: %w", err)
+	}
+	m := newModel(ctx, o, info, stream, feed)
+	opts := []tea.ProgramOption{tea.WithContext(ctx)}
+	if in != nil {
+		opts = append(opts, tea.WithInput(in))
+	}
+	if out != nil {
+		opts = append(opts, tea.WithOutput(out))
+	}
+	p := tea.NewProgram(m, opts...)
+	_, runErr := p.Run()
+	interrupted := ctx.Err() != nil
+	// The reads in flight end with ctx; the streams are closed after.
+	cancel()
+	m.stream.Close()
+	if m.feed != nil {
+		m.feed.Close()
+	}
+	if runErr != nil && m.exitCode == 0 && !interrupted {
+		return 1, m.id, runErr
+	}
+	return m.exitCode, m.id, nil
+}

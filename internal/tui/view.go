@@ -1,0 +1,238 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/dsh-dev/dsh/internal/cli/progress"
+)
+
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// View draws the live area: what is streaming, what runs, the approval
+// prompt or an overlay, the composer and the status line. Finished items
+// are in the scrollback already and are not drawn again, so a long
+// transcript costs a frame nothing.
+func (m *model) View() tea.View {
+	if m.quitting {
+		return tea.NewView("")
+	}
+	top, bottom := m.liveTop(), m.liveBottom()
+	// The composer's cursor is placed after what is drawn above it.
+	above := top
+	if above != "" {
+		above += "\n"
+	}
+	content := above + bottom
+	offset := strings.Count(above, "\n") + 1 // the rule above the composer
+	if m.o.AltScreen {
+		used := strings.Count(content, "\n") + 1
+		room := m.height - used
+		var tr []string
+		if room > 0 {
+			end := max(len(m.transcript)-m.scroll, 0)
+			tr = m.transcript[max(0, end-room):end]
+			for len(tr) < room {
+				tr = append([]string{""}, tr...)
+			}
+		}
+		if len(tr) > 0 {
+			content = strings.Join(tr, "\n") + "\n" + content
+			offset += len(tr)
+		}
+	}
+	v := tea.NewView(content)
+	v.AltScreen = m.o.AltScreen
+	if c := m.cursor(); c != nil && m.overlay == nil {
+		c.Y += offset
+		c.X += 2 // the prompt mark
+		v.Cursor = c
+	}
+	return v
+}
+
+// cursor is the composer's; the approval prompt hides it (its feedback
+// line draws its own caret).
+func (m *model) cursor() *tea.Cursor {
+	if len(m.approvals) > 0 {
+		return nil
+	}
+	return m.composer.Cursor()
+}
+
+// liveTop is everything above the composer.
+func (m *model) liveTop() string {
+	var parts []string
+	now := m.now().UnixMilli()
+	spin := spinner[int(now/int64(tickEvery/1e6))%len(spinner)]
+	w := m.width
+	st := m.st
+	// What the live area may use for the streaming answer: the screen
+	// less the composer, the status line and the rows below.
+	room := max(m.height-8-len(st.order)-len(st.kids), 3)
+	if r := strings.TrimSpace(st.reasoning.String()); r != "" && st.text.Len() == 0 || m.expand && st.reasoning.Len() > 0 {
+		r = progress.Clean(strings.TrimSpace(st.reasoning.String()))
+		if m.expand {
+			lines := strings.Split(wrap(r, w-2), "\n")
+			lines = lines[max(0, len(lines)-min(room/2, 12)):]
+			parts = append(parts, m.th.dim.Render(indent(strings.Join(lines, "\n"), w, "∴ ", "  ")))
+		} else {
+			last := r[strings.LastIndexByte(r, '\n')+1:]
+			parts = append(parts, m.th.dim.Render(cut("∴ thinking · "+last, w)))
+		}
+	}
+	if t := st.text.String(); strings.TrimSpace(t) != "" {
+		if m.liveKey.n != len(t) || m.liveKey.width != w {
+			m.liveKey = liveCache{n: len(t), width: w,
+				out: indent(m.th.markdown(progress.Clean(strings.TrimSpace(t)), w-2), w+100, m.th.ok.Render("●")+" ", "  ")}
+		}
+		lines := strings.Split(m.liveKey.out, "\n")
+		if len(lines) > room {
+			lines = lines[len(lines)-room:]
+		}
+		parts = append(parts, strings.Join(lines, "\n"))
+	}
+	if st.running && st.stepStart > 0 && len(st.order) == 0 {
+		parts = append(parts, m.th.accent.Render(cut(spin+" waiting for "+orDefault(st.model, "the model")+" · "+progress.Seconds(now-st.stepStart), w)))
+	}
+	for _, id := range st.order {
+		c := st.calls[id]
+		parts = append(parts, cut(m.th.accent.Render(spin)+" "+callTitle(*c)+m.th.dim.Render(" · "+progress.Seconds(now-c.started)), w))
+	}
+	for _, id := range st.kids {
+		c := st.children[id]
+		parts = append(parts, cut(m.th.accent.Render(spin+" ◆")+" "+m.th.bold.Render("subagent "+orDefault(c.label, shortID(c.childID)))+
+			m.th.dim.Render(" · "+childFacts(c, now)), w))
+	}
+	if len(m.approvals) > 0 {
+		parts = append(parts, m.viewApproval())
+	} else if m.overlay != nil {
+		parts = append(parts, m.viewOverlay())
+	}
+	for i, q := range m.queue {
+		line := "⧗ queued: " + firstLineOf(q)
+		if i == len(m.queue)-1 {
+			line += " · ↑ edits"
+		}
+		parts = append(parts, m.th.dim.Render(cut(line, w)))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// liveBottom is the composer, the status line and the hint.
+func (m *model) liveBottom() string {
+	w := m.width
+	rule := m.th.dim.Render(strings.Repeat("─", w))
+	parts := []string{rule}
+	if len(m.approvals) > 0 {
+		parts = append(parts, m.th.dim.Render(cut("  answer the approval above", w)))
+	} else {
+		parts = append(parts, m.prefixComposer())
+	}
+	parts = append(parts, m.statusLine())
+	if m.hint != "" {
+		parts = append(parts, m.th.warn.Render(cut(m.hint, w)))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// prefixComposer draws the composer with a prompt mark on its first
+// line; the composer is 2 columns narrower for it.
+func (m *model) prefixComposer() string {
+	lines := strings.Split(m.composer.View(), "\n")
+	mark := m.th.user.Render("›") + " "
+	if m.st.running {
+		mark = m.th.dim.Render("›") + " "
+	}
+	for i := range lines {
+		if i == 0 {
+			lines[i] = mark + lines[i]
+		} else {
+			lines[i] = "  " + lines[i]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// statusLine names the model, effort, preset, context use, tokens and
+// session.
+func (m *model) statusLine() string {
+	st := m.st
+	var parts []string
+	if st.running {
+		parts = append(parts, "working "+progress.Seconds(m.now().UnixMilli()-st.turnStart))
+	}
+	model := st.model
+	if st.provider != "" && model != "" {
+		model = st.provider + "/" + model
+	}
+	parts = append(parts, orDefault(model, "model: starting"))
+	if st.effort != "" {
+		parts = append(parts, "effort "+st.effort)
+	}
+	if st.preset != "" {
+		parts = append(parts, st.preset)
+	}
+	if p := st.contextPercent(); p >= 0 {
+		parts = append(parts, fmt.Sprintf("ctx %d%%", p))
+	}
+	if u := usageText(st.usage); u != "" {
+		parts = append(parts, u)
+	}
+	parts = append(parts, shortID(m.id))
+	if where := m.b.Where(); where != "" {
+		parts = append(parts, "@ "+where)
+	}
+	line := strings.Join(parts, " · ")
+	if ansi.StringWidth(line) > m.width {
+		line = cut(line, m.width)
+	}
+	return m.th.status.Render(line)
+}
+
+// viewApproval draws the first pending approval: the tool, the exact
+// command or path, the directory and the reason, with deny focused.
+func (m *model) viewApproval() string {
+	a := m.approvals[0]
+	t := m.th
+	inner := max(m.width-4, 16)
+	what := a.Command
+	if what == "" {
+		what = callTitle(toolRow{name: a.ToolName, args: string(a.Arguments)})
+	}
+	var lines []string
+	title := "Allow " + a.ToolName + "?"
+	if a.SessionID != m.id {
+		title += t.dim.Render(" (subagent " + shortID(a.SessionID) + ")")
+	}
+	lines = append(lines, t.modalTitle.Render(title))
+	lines = append(lines, indent(t.bold.Render(progress.Clean(what)), inner, "$ ", "  "))
+	if a.Cwd != "" {
+		lines = append(lines, t.dim.Render(cut("in "+a.Cwd, inner)))
+	}
+	if a.Reason != "" {
+		lines = append(lines, indent(progress.Clean(a.Reason), inner, t.dim.Render("why: "), "     "))
+	}
+	if a.Note != "" {
+		lines = append(lines, indent(t.dim.Render(progress.Clean(a.Note)), inner, "", ""))
+	}
+	deny, allow := "  Deny  ", "  Allow once  "
+	if m.denyFocus {
+		deny = t.selected.Render("› Deny ") + " "
+	} else {
+		allow = t.selected.Render("› Allow once ") + " "
+	}
+	lines = append(lines, "", deny+"  "+allow)
+	if m.feedback != nil {
+		lines = append(lines, "feedback: "+m.feedback.Value()+"▏", t.dim.Render(cut("enter denies with this feedback · esc goes back", inner)))
+	} else {
+		lines = append(lines, t.dim.Render(cut("y allow once · n deny · e deny with feedback · enter chooses", inner)))
+	}
+	if n := len(m.approvals) - 1; n > 0 {
+		lines = append(lines, t.dim.Render(fmt.Sprintf("%d more waiting", n)))
+	}
+	return t.modal.Width(min(m.width, inner+4)).Render(strings.Join(lines, "\n"))
+}
