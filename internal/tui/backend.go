@@ -114,7 +114,9 @@ func (b *hostBackend) Follow(ctx context.Context, id string, after int64) (Event
 
 func (b *hostBackend) Feed(context.Context) (FeedStream, error) { return b.h.Subscribe(), nil }
 
-func (b *hostBackend) Approvals(context.Context) ([]host.Approval, error) { return b.h.Approvals(""), nil }
+func (b *hostBackend) Approvals(context.Context) ([]host.Approval, error) {
+	return b.h.Approvals(""), nil
+}
 
 func (b *hostBackend) Send(ctx context.Context, id, text string, images []Image, d host.Delivery) error {
 	m := agent.NewUserMessage(text)
@@ -146,7 +148,9 @@ func (b *hostBackend) Answer(ctx context.Context, id, approvalID string, a host.
 	return b.h.Answer(ctx, id, approvalID, a)
 }
 
-func (b *hostBackend) Tree(ctx context.Context, id string) ([]catalog.Row, error) { return b.h.Tree(ctx, id) }
+func (b *hostBackend) Tree(ctx context.Context, id string) ([]catalog.Row, error) {
+	return b.h.Tree(ctx, id)
+}
 
 func (b *hostBackend) List(ctx context.Context, cwd string) ([]host.Info, error) {
 	return b.h.List(ctx, host.ListFilter{Cwd: cwd})
@@ -156,7 +160,9 @@ func (b *hostBackend) Export(ctx context.Context, id string, w io.Writer) error 
 	return b.h.Export(ctx, id, w)
 }
 
-func (b *hostBackend) Jobs(_ context.Context, id string) ([]host.JobInfo, error) { return b.h.Jobs(id), nil }
+func (b *hostBackend) Jobs(_ context.Context, id string) ([]host.JobInfo, error) {
+	return b.h.Jobs(id), nil
+}
 
 // Reopen disposes the live session (its lease is released, its log
 // flushed) and resumes it with the new choices, which the resume logs as

@@ -272,9 +272,12 @@ func (m *model) completeCommand(v string) {
 	}
 }
 
+// shortID is an id's first 13 characters: ids are UUIDv7, whose first 8
+// are a timestamp that sessions made close together share; 13 tell them
+// apart and still work as a prefix for --resume.
 func shortID(id string) string {
-	if len(id) > 8 {
-		return id[:8]
+	if len(id) > 13 {
+		return id[:13]
 	}
 	return id
 }

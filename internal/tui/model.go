@@ -77,12 +77,12 @@ type model struct {
 	// height is the terminal's; the live area never takes more.
 	height int
 
-	id       string
-	st       *state
-	stream   EventStream
-	gen      int
-	feed     FeedStream
-	feedGen  int
+	id      string
+	st      *state
+	stream  EventStream
+	gen     int
+	feed    FeedStream
+	feedGen int
 	// kin are the sessions whose approvals this UI answers: its own and
 	// the subagent children its log started.
 	kin map[string]bool

@@ -163,7 +163,8 @@ func tail(s string, n int) []string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	var out []string
 	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
-		if strings.TrimSpace(lines[i]) != "" {
+		// The exit code is on the row already.
+		if l := strings.TrimSpace(lines[i]); l != "" && !(strings.HasPrefix(l, "[exit code:") && strings.HasSuffix(l, "]")) {
 			out = append([]string{strings.ReplaceAll(lines[i], "\t", "    ")}, out...)
 		}
 	}
