@@ -60,6 +60,16 @@ func NewAttachBackend(rawURL, token string, c *http.Client) (Backend, error) {
 
 func (b *attachBackend) Where() string { return b.base.String() }
 
+func (b *attachBackend) DefaultModel(ctx context.Context) string {
+	var c struct {
+		DefaultModel string `json:"defaultModel"`
+	}
+	if b.call(ctx, "GET", "/api/config", nil, nil, &c) != nil {
+		return ""
+	}
+	return c.DefaultModel
+}
+
 // apiError is the server's error body, turned into a host error so the UI
 // shows its code and message alike for both backends.
 type apiError struct {

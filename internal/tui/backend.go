@@ -52,6 +52,9 @@ type Backend interface {
 	Compact(ctx context.Context, id string) (string, error)
 	// Where says what the UI is connected to ("" in process).
 	Where() string
+	// DefaultModel is the provider/model a new session gets when none
+	// is chosen ("" when unknown).
+	DefaultModel(ctx context.Context) string
 }
 
 // ErrUnsupported is returned by a backend that cannot do what was asked.
@@ -97,6 +100,8 @@ type hostBackend struct {
 func NewHostBackend(h *host.Host) Backend { return &hostBackend{h: h} }
 
 func (b *hostBackend) Where() string { return "" }
+
+func (b *hostBackend) DefaultModel(context.Context) string { return b.h.App().DefaultModel() }
 
 func (b *hostBackend) Open(ctx context.Context, r OpenRequest) (host.Info, error) {
 	if r.ResumeID != "" || r.Continue {

@@ -10,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/dsh-dev/dsh/internal/host"
+	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/skills"
 )
 
@@ -160,9 +161,14 @@ func (m *model) onSwitch(msg switchMsg) tea.Cmd {
 		m.say(bError, msg.err.Error())
 		return m.flush()
 	}
-	m.stream.Close()
-	m.gen++
-	m.id, m.stream = msg.info.Header.ID, msg.stream
+	m.stream.cancel() // its read returns, and onEvents closes it
+	for _, f := range m.followed {
+		if f != nil {
+			f.cancel()
+		}
+	}
+	m.followed = map[string]*owned[session.Event]{}
+	m.id, m.stream = msg.info.Header.ID, own(m.ctx, streamer[session.Event](msg.stream))
 	m.st = newState()
 	m.kin = map[string]bool{m.id: true}
 	m.approvals, m.queue, m.overlay = nil, nil, nil

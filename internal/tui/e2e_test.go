@@ -162,16 +162,20 @@ func (tm *term) exitStatus() int {
 	tm.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		out, err := tm.tmuxOut("display-message", "-p", "-t", "m", "#{pane_dead} #{pane_dead_status}")
+		out, err := tm.tmuxOut("display-message", "-p", "-t", "m", "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}")
 		if err != nil {
 			tm.t.Fatal(err)
 		}
-		var dead, status int
-		if _, err := fmt.Sscan(out, &dead, &status); err == nil && dead == 1 {
+		f := strings.Split(strings.TrimSpace(out), ":")
+		if len(f) == 3 && f[0] == "1" {
+			var status int
+			if _, err := fmt.Sscan(f[1], &status); err != nil {
+				tm.t.Fatalf("dsh died by signal %s", f[2])
+			}
 			return status
 		}
 		if time.Now().After(deadline) {
-			tm.t.Fatalf("dsh did not exit; screen:\n%s", tm.screen())
+			tm.t.Fatalf("dsh did not exit (%q); screen:\n%s", out, tm.screen())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -426,5 +430,3 @@ func TestScrollbackKeepsEarlierTurns(t *testing.T) {
 	tm.keys("C-d")
 	tm.exitStatus()
 }
-
-

@@ -23,7 +23,7 @@ func (t theme) markdown(src string, width int) string {
 				if lang != "" {
 					label = "─ " + lang
 				}
-				out = append(out, t.dim.Render(cut(label+" "+strings.Repeat("─", max(0, width-len(label)-1)), width)))
+				out = append(out, t.dim.Render(cut(label+" "+strings.Repeat("─", max(0, min(width, 40)-len(label)-1)), width)))
 			} else {
 				inCode = false
 				out = append(out, t.dim.Render(strings.Repeat("─", max(1, min(width, 40)))))

@@ -42,13 +42,21 @@ type Options struct {
 // Messages.
 type (
 	eventsMsg struct {
-		gen    int
+		s      *owned[session.Event]
 		events []session.Event
 		err    error
 	}
 	feedMsg struct {
-		gen    int
+		f      *owned[host.FeedEvent]
 		events []host.FeedEvent
+		err    error
+	}
+	// childMsg carries a followed child's events (or, first, its
+	// stream).
+	childMsg struct {
+		run    string
+		s      *owned[session.Event]
+		events []session.Event
 		err    error
 	}
 	approvalsMsg struct{ list []host.Approval }
@@ -77,12 +85,13 @@ type model struct {
 	// height is the terminal's; the live area never takes more.
 	height int
 
-	id      string
-	st      *state
-	stream  EventStream
-	gen     int
-	feed    FeedStream
-	feedGen int
+	id     string
+	st     *state
+	stream *owned[session.Event]
+	feed   *owned[host.FeedEvent]
+	// followed are the logs of the running children, by run id, for
+	// their model and tokens (nil while one is being opened).
+	followed map[string]*owned[session.Event]
 	// kin are the sessions whose approvals this UI answers: its own and
 	// the subagent children its log started.
 	kin map[string]bool
@@ -127,8 +136,12 @@ func newModel(ctx context.Context, o Options, info host.Info, stream EventStream
 		o.Now = time.Now
 	}
 	m := &model{ctx: ctx, o: o, b: o.Backend, th: newTheme(o.Color), now: o.Now, width: 80, height: 24,
-		id: info.Header.ID, st: newState(), stream: stream, feed: feed,
-		kin: map[string]bool{info.Header.ID: true}, denyFocus: true, histPos: -1}
+		id: info.Header.ID, st: newState(), stream: own(ctx, streamer[session.Event](stream)),
+		followed: map[string]*owned[session.Event]{},
+		kin:      map[string]bool{info.Header.ID: true}, denyFocus: true, histPos: -1}
+	if feed != nil {
+		m.feed = own(ctx, streamer[host.FeedEvent](feed))
+	}
 	m.composer = newComposer()
 	return m
 }
@@ -156,10 +169,10 @@ func (m *model) Init() tea.Cmd {
 }
 
 func (m *model) waitEvents() tea.Cmd {
-	s, gen, ctx := m.stream, m.gen, m.ctx
+	s := m.stream
 	return func() tea.Msg {
-		ev, err := s.Next(ctx)
-		return eventsMsg{gen: gen, events: ev, err: err}
+		ev, err := s.wait()
+		return eventsMsg{s: s, events: ev, err: err}
 	}
 }
 
@@ -167,10 +180,75 @@ func (m *model) waitFeed() tea.Cmd {
 	if m.feed == nil {
 		return nil
 	}
-	f, gen, ctx := m.feed, m.feedGen, m.ctx
+	f := m.feed
 	return func() tea.Msg {
-		ev, err := f.Next(ctx)
-		return feedMsg{gen: gen, events: ev, err: err}
+		ev, err := f.wait()
+		return feedMsg{f: f, events: ev, err: err}
+	}
+}
+
+// followChild starts following a running child's log.
+func (m *model) followChild(run, id string) tea.Cmd {
+	b, ctx := m.b, m.ctx
+	return func() tea.Msg {
+		s, err := b.Follow(ctx, id, -1)
+		if err != nil {
+			return childMsg{run: run, err: err}
+		}
+		return childMsg{run: run, s: own(ctx, streamer[session.Event](s))}
+	}
+}
+
+func waitChild(run string, s *owned[session.Event]) tea.Cmd {
+	return func() tea.Msg {
+		ev, err := s.wait()
+		return childMsg{run: run, s: s, events: ev, err: err}
+	}
+}
+
+// onChild folds a child's events into its row: the model it runs and
+// the tokens it has used so far.
+func (m *model) onChild(msg childMsg) tea.Cmd {
+	if msg.s == nil {
+		return nil // the child could not be followed: its row shows less
+	}
+	c, ok := m.st.children[msg.run]
+	if cur := m.followed[msg.run]; !ok || (cur != nil && cur != msg.s) {
+		msg.s.close() // the child ended (or the UI left the session)
+		return nil
+	}
+	m.followed[msg.run] = msg.s
+	for _, e := range msg.events {
+		switch e.Type {
+		case session.TypeRequestContext:
+			var p session.RequestContext
+			if e.Decode(&p) == nil {
+				c.model = p.Provider + "/" + p.Model
+			}
+		case session.TypeAssistantMsg:
+			var p session.AssistantMessage
+			if e.Decode(&p) == nil && p.Usage != nil {
+				c.usage.Add(*p.Usage)
+			}
+		}
+	}
+	if msg.err != nil {
+		delete(m.followed, msg.run)
+		msg.s.close()
+		return nil
+	}
+	return waitChild(msg.run, msg.s)
+}
+
+// stopChildren stops following children that have ended.
+func (m *model) stopChildren() {
+	for run, s := range m.followed {
+		if _, ok := m.st.children[run]; !ok {
+			delete(m.followed, run)
+			if s != nil {
+				s.cancel() // its read returns, and onChild closes it
+			}
+		}
 	}
 }
 
@@ -214,6 +292,8 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.say(bNotice, msg.notice)
 		}
 		return m, m.flush()
+	case childMsg:
+		return m, m.onChild(msg)
 	case switchMsg:
 		return m, m.onSwitch(msg)
 	case overlayMsg:
@@ -230,19 +310,26 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // onEvents folds a batch of log events and prints what they finish.
 func (m *model) onEvents(msg eventsMsg) tea.Cmd {
-	if msg.gen != m.gen {
-		return nil // a stream of a session the UI has left
+	if msg.s != m.stream {
+		msg.s.close() // a stream of a session the UI has left
+		return nil
 	}
 	wasRunning := m.st.running
+	var cmds []tea.Cmd
 	for _, e := range msg.events {
 		m.commit(m.st.apply(e)...)
 		if e.Type == session.TypeSubagentStart {
-			for _, c := range m.st.children {
-				m.kin[c.childID] = true
+			for run, c := range m.st.children {
+				if !m.kin[c.childID] {
+					m.kin[c.childID] = true
+					m.followed[run] = nil // being opened
+					cmds = append(cmds, m.followChild(run, c.childID))
+				}
 			}
 		}
 	}
-	cmds := []tea.Cmd{m.flush(), m.tick()}
+	m.stopChildren()
+	cmds = append(cmds, m.flush(), m.tick())
 	if wasRunning && !m.st.running && len(m.queue) > 0 {
 		cmds = append(cmds, m.sendQueued())
 	}
@@ -256,7 +343,8 @@ func (m *model) onEvents(msg eventsMsg) tea.Cmd {
 }
 
 func (m *model) onFeed(msg feedMsg) tea.Cmd {
-	if msg.gen != m.feedGen {
+	if msg.f != m.feed {
+		msg.f.close()
 		return nil
 	}
 	for _, e := range msg.events {
@@ -279,15 +367,14 @@ func (m *model) onFeed(msg feedMsg) tea.Cmd {
 		}
 		// Dropped for falling behind: subscribe again and rebuild the
 		// pending approvals from the host's queue.
-		m.feed.Close()
-		m.feedGen++
+		m.feed.close()
 		f, err := m.b.Feed(m.ctx)
 		if err != nil {
 			m.feed = nil
 			m.say(bError, "the host feed: "+err.Error())
 			return m.flush()
 		}
-		m.feed, m.approvals = f, nil
+		m.feed, m.approvals = own(m.ctx, streamer[host.FeedEvent](f)), nil
 		return tea.Batch(m.waitFeed(), m.loadApprovals())
 	}
 	return m.waitFeed()
@@ -380,4 +467,17 @@ func (m *model) sendQueued() tea.Cmd {
 func (m *model) quit(code int) tea.Cmd {
 	m.quitting, m.exitCode = true, code
 	return tea.Quit
+}
+
+// closeStreams closes every stream the UI still follows (at exit).
+func (m *model) closeStreams() {
+	m.stream.close()
+	if m.feed != nil {
+		m.feed.close()
+	}
+	for _, f := range m.followed {
+		if f != nil {
+			f.close()
+		}
+	}
 }

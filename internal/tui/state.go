@@ -298,6 +298,13 @@ func (s *state) assistant(e session.Event) []block {
 	return out
 }
 
+// setModel sets the model shown before the log names one.
+func (s *state) setModel(pm string) {
+	if p, m, ok := strings.Cut(pm, "/"); ok {
+		s.provider, s.model = p, m
+	}
+}
+
 // contextPercent is the share of the window the next request starts
 // from, or -1 when unknown.
 func (s *state) contextPercent() int {

@@ -41,6 +41,14 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 		return 0, id, fmt.Errorf("host feed: %w", err)
 	}
 	m := newModel(ctx, o, info, stream, feed)
+	// Until the log names the model (its first request), the status line
+	// shows the one a new session gets; a resumed session's log names its
+	// own at once.
+	if o.Open.Model != "" {
+		m.st.setModel(o.Open.Model)
+	} else if info.Turns == 0 {
+		m.st.setModel(b.DefaultModel(ctx))
+	}
 	opts := []tea.ProgramOption{tea.WithContext(ctx)}
 	if in != nil {
 		opts = append(opts, tea.WithInput(in))
@@ -53,10 +61,7 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 	interrupted := ctx.Err() != nil
 	// The reads in flight end with ctx; the streams are closed after.
 	cancel()
-	m.stream.Close()
-	if m.feed != nil {
-		m.feed.Close()
-	}
+	m.closeStreams()
 	if runErr != nil && m.exitCode == 0 && !interrupted {
 		return 1, m.id, runErr
 	}

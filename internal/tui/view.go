@@ -158,39 +158,52 @@ func (m *model) prefixComposer() string {
 }
 
 // statusLine names the model, effort, preset, context use, tokens and
-// session.
+// session; when it does not fit, the least useful facts give way first.
 func (m *model) statusLine() string {
 	st := m.st
-	var parts []string
-	if st.running {
-		parts = append(parts, "working "+progress.Seconds(m.now().UnixMilli()-st.turnStart))
-	}
 	model := st.model
 	if st.provider != "" && model != "" {
 		model = st.provider + "/" + model
 	}
-	parts = append(parts, orDefault(model, "model: starting"))
+	type fact struct {
+		text string
+		drop int // 0 stays; higher goes first
+	}
+	facts := []fact{}
+	if st.running {
+		facts = append(facts, fact{"working " + progress.Seconds(m.now().UnixMilli()-st.turnStart), 0})
+	}
+	facts = append(facts, fact{orDefault(model, "model: starting"), 0})
 	if st.effort != "" {
-		parts = append(parts, "effort "+st.effort)
+		facts = append(facts, fact{"effort " + st.effort, 4})
 	}
 	if st.preset != "" {
-		parts = append(parts, st.preset)
+		facts = append(facts, fact{st.preset, 1})
 	}
 	if p := st.contextPercent(); p >= 0 {
-		parts = append(parts, fmt.Sprintf("ctx %d%%", p))
+		facts = append(facts, fact{fmt.Sprintf("ctx %d%%", p), 1})
 	}
 	if u := usageText(st.usage); u != "" {
-		parts = append(parts, u)
+		facts = append(facts, fact{u, 3})
 	}
-	parts = append(parts, shortID(m.id))
+	facts = append(facts, fact{shortID(m.id), 2})
 	if where := m.b.Where(); where != "" {
-		parts = append(parts, "@ "+where)
+		facts = append(facts, fact{"@ " + where, 5})
 	}
-	line := strings.Join(parts, " · ")
-	if ansi.StringWidth(line) > m.width {
-		line = cut(line, m.width)
+	join := func(max int) string {
+		var parts []string
+		for _, f := range facts {
+			if f.drop <= max {
+				parts = append(parts, f.text)
+			}
+		}
+		return strings.Join(parts, " · ")
 	}
-	return m.th.status.Render(line)
+	line := join(5)
+	for lvl := 4; lvl >= 0 && ansi.StringWidth(line) > m.width; lvl-- {
+		line = join(lvl)
+	}
+	return m.th.status.Render(cut(line, m.width))
 }
 
 // viewApproval draws the first pending approval: the tool, the exact
