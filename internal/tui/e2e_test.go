@@ -169,10 +169,14 @@ func (tm *term) exitStatus() int {
 		f := strings.Split(strings.TrimSpace(out), ":")
 		if len(f) == 3 && f[0] == "1" {
 			var status int
-			if _, err := fmt.Sscan(f[1], &status); err != nil {
-				tm.t.Fatalf("dsh died by signal %s", f[2])
+			if _, err := fmt.Sscan(f[1], &status); err == nil {
+				return status
 			}
-			return status
+			// tmux may mark the pane dead a moment before it has reaped
+			// the process: look again until it says how dsh ended.
+			if f[2] != "" {
+				tm.t.Fatalf("dsh died by signal %s; screen:\n%s", f[2], tm.screen())
+			}
 		}
 		if time.Now().After(deadline) {
 			tm.t.Fatalf("dsh did not exit (%q); screen:\n%s", out, tm.screen())
