@@ -191,10 +191,20 @@ func TestLeaseBusyTakeoverAndStaleEpoch(t *testing.T) {
 	if host.ErrorCode(err) != host.CodeSessionBusy || !errors.As(err, &busy) || !strings.Contains(err.Error(), "dsh run") {
 		t.Fatalf("send to a held session: %v", err)
 	}
-	// The other holder starts a turn, then dies without closing it.
+	// The other holder starts a turn, then dies without closing it. A
+	// stream of the session sees what it writes (the store is polled
+	// while another process holds the session).
 	next := int64(len(f.stored(id)))
+	watch, err := f.h.Follow(ctx, id, next-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
 	if err := stale.Append(ctx, id, []session.Event{{Type: session.TypeTurnStart, Seq: next, Time: time.Now().UnixMilli(), Data: json.RawMessage(`{"turn":2}`)}}); err != nil {
 		t.Fatal(err)
+	}
+	if seen := until(t, watch, isType(session.TypeTurnStart)); len(seen) != 1 || seen[0].Seq != next {
+		t.Fatalf("the other holder's write streamed as %+v", seen)
 	}
 	db, err := sql.Open("sqlite", dbPath)
 	if err != nil {
