@@ -28,6 +28,10 @@ import (
 // do when Config.IdleAfter is 0.
 const DefaultIdleAfter = 10 * time.Minute
 
+// childStopTimeout bounds the wait for a disposed session's continuable
+// children to settle.
+const childStopTimeout = 10 * time.Second
+
 // Config configures a Host.
 type Config struct {
 	// App is the opened composition root (store, profile). Required; the
@@ -388,6 +392,12 @@ func (h *Host) dispose(e *entry, cause string) error {
 	e.mu.Unlock()
 	e.cancel(&agent.CancelCause{Kind: cause})
 	<-e.owned
+	// Its continuable children stop too: nobody would take their notices.
+	sctx, cancel := context.WithTimeout(context.Background(), childStopTimeout)
+	if err := e.sess.StopChildren(sctx); err != nil {
+		fmt.Fprintf(os.Stderr, "dsh: session %s: stop subagents: %v\n", e.id, err)
+	}
+	cancel()
 	// Close settles the title call, cancels the session's jobs, flushes
 	// and releases the lease.
 	e.sess.Close()
