@@ -63,4 +63,8 @@ func TestDisposeStopsChildren(t *testing.T) {
 	if info, err := f.h.Get(t.Context(), child); err != nil || !info.Child || info.ParentID != id {
 		t.Fatalf("child info %+v, %v", info, err)
 	}
+	// Clients read children; their parent drives them.
+	if err := f.h.Send(t.Context(), child, userText("hi"), ""); host.ErrorCode(err) != host.CodeInvalidArgument {
+		t.Fatalf("send to a child: %v", err)
+	}
 }

@@ -259,13 +259,6 @@ func (h *Host) ensureLive(ctx context.Context, id string, o app.SessionOptions) 
 // resume opens stored session id (taking its lease, repairing a log a
 // killed holder left open) and starts its owner.
 func (h *Host) resume(ctx context.Context, id string, o app.SessionOptions) (*entry, error) {
-	hd, err := h.app.Store.Header(ctx, id)
-	if err != nil {
-		return nil, classify(err)
-	}
-	if hd.Origin == "subagent" {
-		return nil, errorf(CodeInvalidArgument, "session %s is a subagent child: its parent's session drives it", id)
-	}
 	o.ResumeID = id
 	o, ans := h.sessionOptions(o)
 	sess, err := h.app.OpenSession(ctx, o)

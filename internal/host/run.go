@@ -145,6 +145,18 @@ func (h *Host) Send(ctx context.Context, id string, msg llm.Message, d Delivery)
 	if err != nil {
 		return err
 	}
+	if e, _ := h.lookup(full); e == nil {
+		// A subagent child is driven by its parent's session (the
+		// subagent manager writes it); clients read it. An explicit
+		// Resume (dsh run --resume) may still open one.
+		hd, err := h.app.Store.Header(ctx, full)
+		if err != nil {
+			return classify(err)
+		}
+		if hd.Origin == subagent.OriginSubagent {
+			return errorf(CodeInvalidArgument, "session %s is a subagent child: its parent's session drives it (send_message), clients only read it", full)
+		}
+	}
 	e, err := h.ensureLive(ctx, full, app.SessionOptions{})
 	if err != nil {
 		return err
