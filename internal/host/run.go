@@ -157,10 +157,11 @@ func (h *Host) Send(ctx context.Context, id string, msg llm.Message, d Delivery)
 			return errorf(CodeInvalidArgument, "session %s is a subagent child: its parent's session drives it (send_message), clients only read it", full)
 		}
 	}
-	e, err := h.ensureLive(ctx, full, app.SessionOptions{})
+	e, done, err := h.deliverTo(ctx, full)
 	if err != nil {
 		return err
 	}
+	defer done()
 	e.noteHuman()
 	if d == DeliverySteer {
 		err = e.sess.Agent.Steer(msg)
@@ -332,6 +333,7 @@ func (h *Host) Fork(ctx context.Context, id string) (Info, error) {
 			return Info{}, classify(err)
 		}
 	}
+	// The parent's queued input is not the fork's: it is cleared, not run.
 	e, err := h.ensureLive(ctx, hd.ID, app.SessionOptions{})
 	if err != nil {
 		return Info{}, err
