@@ -122,7 +122,7 @@ const (
 
 // Send delivers a user message to session id: a stored session is
 // resumed on demand, an idle agent starts a turn. It returns once the
-// message is logged in the inbox.
+// message is logged in the inbox and stored.
 func (h *Host) Send(ctx context.Context, id string, msg llm.Message, d Delivery) error {
 	switch d {
 	case "", DeliveryQueue, DeliverySteer:
@@ -168,7 +168,11 @@ func (h *Host) Send(ctx context.Context, id string, msg llm.Message, d Delivery)
 	} else {
 		err = e.sess.Agent.Queue(msg)
 	}
-	return classify(err)
+	if err != nil {
+		return classify(err)
+	}
+	// Accepted means stored: a crash right after loses no message.
+	return classify(e.sess.Log.Flush(ctx))
 }
 
 // blank reports whether msg has nothing but blank text.
