@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -433,4 +434,42 @@ func TestScrollbackKeepsEarlierTurns(t *testing.T) {
 	}
 	tm.keys("C-d")
 	tm.exitStatus()
+}
+
+// TestAttachToServe runs the same UI against a dsh serve: the answer
+// streams over SSE and the status line names the server.
+func TestAttachToServe(t *testing.T) {
+	tm := newTerm(t)
+	tm.srv.Enqueue(llmtest.Response{Text: "served answer over the wire", ChunkRunes: 6})
+	serve := exec.Command(dshBin, "serve", "--listen", "127.0.0.1:0")
+	serve.Dir = tm.cwd
+	serve.Env = append(os.Environ(), "DSH_HOME="+tm.home, "DEEPSEEK_API_KEY=test-key", "DEEPSEEK_BASE_URL="+tm.srv.URL())
+	out, err := serve.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(os.Interrupt)
+		_ = serve.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("dsh serve: %v", err)
+	}
+	url := strings.TrimSpace(line[strings.LastIndex(line, " ")+1:])
+	go func() { _, _ = io.Copy(io.Discard, out) }() // the server ends it when it exits
+	tm.start(100, 30, "tui", "--attach", url)
+	tm.waitFor("/help for commands")
+	tm.typeLine("hello server")
+	s := tm.waitFor("served answer over the wire")
+	if !strings.Contains(s, "@ "+url) {
+		t.Errorf("the status line does not name the server:\n%s", s)
+	}
+	tm.keys("C-d")
+	if code := tm.exitStatus(); code != 0 {
+		t.Errorf("exit status %d", code)
+	}
 }

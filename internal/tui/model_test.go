@@ -49,7 +49,7 @@ func (f *fakeBackend) Get(context.Context, string) (host.Info, error) { return h
 func (f *fakeBackend) Follow(context.Context, string, int64) (EventStream, error) {
 	return &chanStream{}, nil
 }
-func (f *fakeBackend) Feed(context.Context) (FeedStream, error)         { return nil, nil }
+func (f *fakeBackend) Feed(context.Context) (FeedStream, error)           { return nil, nil }
 func (f *fakeBackend) Approvals(context.Context) ([]host.Approval, error) { return nil, nil }
 func (f *fakeBackend) Send(_ context.Context, _ string, text string, _ []Image, d host.Delivery) error {
 	f.mu.Lock()
@@ -74,16 +74,18 @@ func (f *fakeBackend) Jobs(context.Context, string) ([]host.JobInfo, error) {
 func (f *fakeBackend) Reopen(context.Context, string, OpenRequest) (host.Info, error) {
 	return host.Info{}, nil
 }
-func (f *fakeBackend) Compact(context.Context, string) (string, error) { return "nothing to compact", nil }
-func (f *fakeBackend) Where() string                                   { return "" }
-func (f *fakeBackend) DefaultModel(context.Context) string             { return "deepseek/deepseek-v4-flash" }
+func (f *fakeBackend) Compact(context.Context, string) (string, error) {
+	return "nothing to compact", nil
+}
+func (f *fakeBackend) Where() string                       { return "" }
+func (f *fakeBackend) DefaultModel(context.Context) string { return "deepseek/deepseek-v4-flash" }
 
 // chanStream yields nothing: the tests hand events to Update
 // themselves, and the harness drops what its reads return.
 type chanStream struct{}
 
 func (chanStream) Next(context.Context) ([]session.Event, error) { return nil, io.EOF }
-func (chanStream) Close() {}
+func (chanStream) Close()                                        {}
 
 // harness is a model at a fixed size and clock, in alt-screen mode so
 // what it prints is kept in its transcript.
