@@ -92,12 +92,12 @@ func (m *model) helpText() string {
 	var b strings.Builder
 	b.WriteString("commands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  /%-11s %s\n", strings.TrimSpace(c.name+" "+c.args), c.help)
+		fmt.Fprintf(&b, "  /%-22s %s\n", strings.TrimSpace(c.name+" "+c.args), c.help)
 	}
 	if sk := m.skills(); len(sk) > 0 {
 		b.WriteString("skills:\n")
 		for _, s := range sk {
-			fmt.Fprintf(&b, "  /%-11s %s\n", s.Name, firstLineOf(s.Description))
+			fmt.Fprintf(&b, "  /%-22s %s\n", s.Name, firstLineOf(s.Description))
 		}
 	}
 	b.WriteString(`keys:

@@ -220,9 +220,14 @@ func (m *model) onChild(msg childMsg) tea.Cmd {
 	m.followed[msg.run] = msg.s
 	for _, e := range msg.events {
 		switch e.Type {
+		case session.TypeRequestHeader:
+			var p session.RequestHeader
+			if e.Decode(&p) == nil && p.Header.Config.Model != "" {
+				c.model = p.Header.Config.Provider + "/" + p.Header.Config.Model
+			}
 		case session.TypeRequestContext:
 			var p session.RequestContext
-			if e.Decode(&p) == nil {
+			if e.Decode(&p) == nil && p.Model != "" {
 				c.model = p.Provider + "/" + p.Model
 			}
 		case session.TypeAssistantMsg:

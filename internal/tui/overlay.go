@@ -199,8 +199,8 @@ func (m *model) viewOverlay() string {
 		if o.all {
 			scope = "all directories"
 		}
-		lines = append(lines, t.modalTitle.Render("Sessions")+t.dim.Render(" · "+scope+" · tab switches · type to search · enter opens · esc closes"))
-		lines = append(lines, "search: "+o.query)
+		lines = append(lines, cut(t.modalTitle.Render("Sessions")+t.dim.Render(" · "+scope+" · tab switches · type to search · enter opens · esc closes"), w))
+		lines = append(lines, cut("search: "+o.query, w))
 		v := o.visible()
 		if len(v) == 0 {
 			lines = append(lines, t.dim.Render("  no sessions"))
@@ -220,7 +220,7 @@ func (m *model) viewOverlay() string {
 			lines = append(lines, m.pickLine(i == o.sel, line, w))
 		}
 	case ovTree:
-		lines = append(lines, t.modalTitle.Render("Subagents")+t.dim.Render(" · enter reads a transcript · esc closes"))
+		lines = append(lines, cut(t.modalTitle.Render("Subagents")+t.dim.Render(" · enter reads a transcript · esc closes"), w))
 		if len(o.rows) == 0 {
 			lines = append(lines, t.dim.Render("  no subagents in this session"))
 		}
@@ -240,7 +240,7 @@ func (m *model) viewOverlay() string {
 			lines = append(lines, m.pickLine(i == o.sel, line, w))
 		}
 	case ovTranscript:
-		lines = append(lines, t.modalTitle.Render(cut(o.title, w-30))+t.dim.Render(" · ↑↓ pgup/pgdn scroll · esc closes"))
+		lines = append(lines, cut(t.modalTitle.Render(o.title)+t.dim.Render(" · ↑↓ pgup/pgdn scroll · esc closes"), w))
 		end := len(o.lines) - o.scroll
 		start := max(0, end-(rows-1))
 		for _, l := range o.lines[start:end] {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -9,6 +10,9 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/cli/progress"
 )
+
+// trailingPad is a line's trailing blanks, before any closing SGR.
+var trailingPad = regexp.MustCompile(` +((?:\x1b\[[0-9;]*m)*)$`)
 
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
@@ -143,6 +147,11 @@ func (m *model) liveBottom() string {
 // line; the composer is 2 columns narrower for it.
 func (m *model) prefixComposer() string {
 	lines := strings.Split(m.composer.View(), "\n")
+	for i, l := range lines {
+		// The textarea pads its lines to its width; the padding would
+		// only wrap, and linger, when the terminal narrows.
+		lines[i] = trailingPad.ReplaceAllString(l, "$1")
+	}
 	mark := m.th.user.Render("›") + " "
 	if m.st.running {
 		mark = m.th.dim.Render("›") + " "
@@ -180,8 +189,10 @@ func (m *model) statusLine() string {
 	if st.preset != "" {
 		facts = append(facts, fact{st.preset, 1})
 	}
-	if p := st.contextPercent(); p >= 0 {
+	if p := st.contextPercent(); p >= 1 {
 		facts = append(facts, fact{fmt.Sprintf("ctx %d%%", p), 1})
+	} else if p == 0 {
+		facts = append(facts, fact{"ctx <1%", 1})
 	}
 	if u := usageText(st.usage); u != "" {
 		facts = append(facts, fact{u, 3})
