@@ -17,6 +17,10 @@ import (
 // exitWindow is how soon a second Ctrl-C must follow the first to exit.
 const exitWindow = 2 * time.Second
 
+// frame is the shortest interval between two reads of the log: one
+// frame of Bubble Tea's 60 Hz renderer.
+const frame = time.Second / 60
+
 // tickEvery paces the spinner and elapsed times; it only runs while
 // something is at work, so an idle UI wakes for nothing.
 const tickEvery = 150 * time.Millisecond
@@ -37,6 +41,9 @@ type Options struct {
 	Home string
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Cols and Rows size an output that is no terminal (benchmarks);
+	// a terminal's own size is used otherwise.
+	Cols, Rows int
 }
 
 // Messages.
@@ -127,8 +134,8 @@ type model struct {
 
 // liveCache keeps the last render of the streaming text.
 type liveCache struct {
-	n, width int
-	out      string
+	n, width, room int
+	out            string
 }
 
 func newModel(ctx context.Context, o Options, info host.Info, stream EventStream, feed FeedStream) *model {
@@ -169,8 +176,18 @@ func (m *model) Init() tea.Cmd {
 }
 
 func (m *model) waitEvents() tea.Cmd {
-	s := m.stream
+	s, ctx := m.stream, m.ctx
 	return func() tea.Msg {
+		// A streaming answer appends an event every few milliseconds;
+		// reading at most once a frame lets them gather into one batch,
+		// so the live area is folded and drawn once per frame, not once
+		// per chunk. The pause is pacing only: nothing waits on it.
+		t := time.NewTimer(frame)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
 		ev, err := s.wait()
 		return eventsMsg{s: s, events: ev, err: err}
 	}

@@ -540,7 +540,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 // frame is the whole screen of the alt-screen view, trailing spaces cut.
-func frame(h *harness) string {
+func frameOf(h *harness) string {
 	lines := strings.Split(h.view(), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ")
@@ -565,15 +565,28 @@ func TestGoldenFrames(t *testing.T) {
 		h.now = h.now.Add(500 * time.Millisecond)
 		return h
 	}
-	golden(t, "streaming-80", frame(streaming(80)))
-	golden(t, "streaming-40", frame(streaming(40)))
+	golden(t, "streaming-80", frameOf(streaming(80)))
+	golden(t, "streaming-40", frameOf(streaming(40)))
 	h := streaming(80)
 	h.send(approvalsMsg{list: []host.Approval{approval("sess-1")}})
-	golden(t, "approval-80", frame(h))
+	golden(t, "approval-80", frameOf(h))
 	h = newHarness(t, 60, 16)
 	h.b.rows = []catalog.Row{{ID: "01a231e8-ade1-7c29", Depth: 1, Label: "reviewer", Provider: "deepseek", Activity: catalog.ActivityRunning},
 		{ID: "01a231e8-bbbb-7c29", Depth: 2, Label: "test runner", Provider: "deepseek", Activity: catalog.ActivityInactive}}
 	h.typeText("/tree")
 	h.key("enter")
-	golden(t, "tree-60", frame(h))
+	golden(t, "tree-60", frameOf(h))
+}
+
+func TestLiveTail(t *testing.T) {
+	text := "intro\n```go\nline1\nline2\nline3"
+	if got := liveTail(text, 2); got != "```\nline2\nline3" {
+		t.Errorf("cut inside a code block: %q", got)
+	}
+	if got := liveTail("a\nb\nc", 2); got != "b\nc" {
+		t.Errorf("plain cut: %q", got)
+	}
+	if got := liveTail("a\nb", 5); got != "a\nb" {
+		t.Errorf("short text: %q", got)
+	}
 }

@@ -56,6 +56,9 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 	if out != nil {
 		opts = append(opts, tea.WithOutput(out))
 	}
+	if o.Cols > 0 && o.Rows > 0 {
+		opts = append(opts, tea.WithWindowSize(o.Cols, o.Rows))
+	}
 	p := tea.NewProgram(m, opts...)
 	_, runErr := p.Run()
 	interrupted := ctx.Err() != nil

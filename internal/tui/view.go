@@ -89,9 +89,9 @@ func (m *model) liveTop() string {
 		}
 	}
 	if t := st.text.String(); strings.TrimSpace(t) != "" {
-		if m.liveKey.n != len(t) || m.liveKey.width != w {
-			m.liveKey = liveCache{n: len(t), width: w,
-				out: indent(m.th.markdown(progress.Clean(strings.TrimSpace(t)), w-2), w+100, m.th.ok.Render("●")+" ", "  ")}
+		if m.liveKey.n != len(t) || m.liveKey.width != w || m.liveKey.room != room {
+			m.liveKey = liveCache{n: len(t), width: w, room: room,
+				out: indent(m.th.markdown(progress.Clean(liveTail(strings.TrimSpace(t), room)), w-2), w+100, m.th.ok.Render("●")+" ", "  ")}
 		}
 		lines := strings.Split(m.liveKey.out, "\n")
 		if len(lines) > room {
@@ -124,6 +124,27 @@ func (m *model) liveTop() string {
 		parts = append(parts, m.th.dim.Render(cut(line, w)))
 	}
 	return strings.Join(parts, "\n")
+}
+
+// liveTail is the end of a streaming answer that can show in rows rows:
+// its last rows source lines (each draws at least one row), reopening a
+// code block the cut falls in. Rendering only the tail keeps each frame's
+// cost flat however long the answer grows.
+func liveTail(t string, rows int) string {
+	i := len(t)
+	for n := 0; n < rows && i > 0; n++ {
+		i = strings.LastIndexByte(t[:i], '\n')
+		if i < 0 {
+			return t
+		}
+	}
+	if i <= 0 {
+		return t
+	}
+	if strings.Count(t[:i], "```")%2 == 1 {
+		return "```\n" + t[i+1:]
+	}
+	return t[i+1:]
 }
 
 // liveBottom is the composer, the status line and the hint.
