@@ -131,11 +131,8 @@ func (m *model) reopen(what, arg string) tea.Cmd {
 	b, ctx, id := m.b, m.ctx, m.id
 	return func() tea.Msg {
 		if _, err := b.Reopen(ctx, id, r); err != nil {
-			// A refused choice leaves the session closed: open it again
-			// with its own.
-			if _, rerr := b.Open(ctx, OpenRequest{ResumeID: id}); rerr != nil && b.Where() == "" {
-				return doneMsg{err: fmt.Errorf("%w; reopening the session: %w", err, rerr)}
-			}
+			// A refused choice leaves the session stored, not live; the
+			// next message resumes it with its own choices.
 			return doneMsg{err: err}
 		}
 		return doneMsg{notice: what + " set to " + arg}

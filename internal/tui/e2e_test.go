@@ -90,7 +90,9 @@ func (tm *term) start(cols, rows int, args ...string) {
 	err := tm.tmux("new-session", "-d", "-s", "m", "-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), "-c", tm.cwd,
 		"-e", "DSH_HOME="+tm.home, "-e", "DEEPSEEK_API_KEY=test-key", "-e", "DEEPSEEK_BASE_URL="+tm.srv.URL(),
 		"-e", "TERM=xterm-256color", "-e", "NO_COLOR=",
-		strings.Join(quoteAll(cmd), " "), ";", "set-option", "-t", "m", "remain-on-exit", "on")
+		// The shell reports dsh's exit status on the screen (tmux's
+		// pane_dead_status is not always filled in).
+		strings.Join(quoteAll(cmd), " ")+`; echo "dsh-exit=$?"`, ";", "set-option", "-t", "m", "remain-on-exit", "on")
 	if err != nil {
 		tm.t.Fatal(err)
 	}
@@ -161,28 +163,33 @@ func (tm *term) waitFor(sub string) string {
 // exitStatus waits for dsh to exit and returns its status.
 func (tm *term) exitStatus() int {
 	tm.t.Helper()
+	var status int
+	tm.waitHistory("dsh to exit", func(h string) bool {
+		m := exitLine.FindStringSubmatch(h)
+		if m == nil {
+			return false
+		}
+		_, err := fmt.Sscan(m[1], &status)
+		return err == nil
+	})
+	return status
+}
+
+var exitLine = regexp.MustCompile(`dsh-exit=(\d+)`)
+
+// waitHistory waits until ok holds for the pane with its scrollback.
+func (tm *term) waitHistory(what string, ok func(string) bool) {
+	tm.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		out, err := tm.tmuxOut("display-message", "-p", "-t", "m", "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}")
-		if err != nil {
-			tm.t.Fatal(err)
-		}
-		f := strings.Split(strings.TrimSpace(out), ":")
-		if len(f) == 3 && f[0] == "1" {
-			var status int
-			if _, err := fmt.Sscan(f[1], &status); err == nil {
-				return status
-			}
-			// tmux may mark the pane dead a moment before it has reaped
-			// the process: look again until it says how dsh ended.
-			if f[2] != "" {
-				tm.t.Fatalf("dsh died by signal %s; screen:\n%s", f[2], tm.screen())
-			}
+		h := tm.history()
+		if ok(h) {
+			return
 		}
 		if time.Now().After(deadline) {
-			tm.t.Fatalf("dsh did not exit (%q); screen:\n%s", out, tm.screen())
+			tm.t.Fatalf("timed out waiting for %s; screen:\n%s", what, tm.screen())
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling the screen, not synchronising
 	}
 }
 
@@ -417,7 +424,9 @@ func TestScrollbackKeepsEarlierTurns(t *testing.T) {
 	tm.waitFor("/help for commands")
 	for i := 1; i <= 3; i++ {
 		tm.typeLine(fmt.Sprintf("prompt %d", i))
-		tm.waitFor(fmt.Sprintf("turn%d line12", i))
+		tm.waitScreen("the turn to end", func(s string) bool {
+			return strings.Contains(s, fmt.Sprintf("turn%d line12", i)) && !strings.Contains(s, "working")
+		})
 	}
 	h := tm.history()
 	for _, want := range []string{"› prompt 1", "turn1 line1", "turn1 line12", "› prompt 2", "turn2 line5", "turn3 line12"} {
@@ -428,9 +437,18 @@ func TestScrollbackKeepsEarlierTurns(t *testing.T) {
 	if strings.Contains(tm.screen(), "turn1 line1\n") {
 		t.Error("the first turn is still on screen: the test does not exercise the scrollback")
 	}
-	// Each finished item is printed once: no repaint duplicates it.
-	if n := strings.Count(h, "turn2 line5"); n != 1 {
-		t.Errorf("turn2 line5 appears %d times in the scrollback", n)
+	// Each finished line is printed exactly once (none lost off the
+	// bottom of the screen, none repeated by a repaint), and no frame of
+	// the live area was left behind in the scrollback.
+	for i := 1; i <= 3; i++ {
+		for j := 1; j <= 12; j++ {
+			if n := strings.Count(h, fmt.Sprintf("turn%d line%d\n", i, j)); n != 1 {
+				t.Errorf("turn%d line%d appears %d times in the scrollback", i, j, n)
+			}
+		}
+	}
+	if n := strings.Count(h, "Ask dsh"); n != 1 {
+		t.Errorf("the composer appears %d times in the scrollback:\n%s", n, h)
 	}
 	tm.keys("C-d")
 	tm.exitStatus()

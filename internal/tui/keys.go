@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/textarea"
 	tea "charm.land/bubbletea/v2"
@@ -21,14 +22,13 @@ const maxImageBytes = 20 << 20
 // then the global keys, then the composer.
 func (m *model) onKey(k tea.KeyPressMsg) tea.Cmd {
 	s := k.String()
-	if s != "ctrl+c" {
-		m.ctrlCAt = m.ctrlCAt.Truncate(0)
-		if m.hint == hintExit {
-			m.hint = ""
-		}
-	}
 	if s == "ctrl+c" {
 		return m.interrupt()
+	}
+	// Any other key disarms the double Ctrl-C.
+	m.ctrlCAt = time.Time{}
+	if m.hint == hintExit {
+		m.hint = ""
 	}
 	if len(m.approvals) > 0 {
 		return m.approvalKey(k)

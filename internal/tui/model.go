@@ -9,6 +9,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/textarea"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -122,6 +123,9 @@ type model struct {
 	// while one print is in flight, so the scrollback keeps log order.
 	pending  []string
 	printing bool
+	// peakRows is the tallest frame drawn since the last print began:
+	// a print plus the frame must fit the screen (see flush).
+	peakRows int
 	// transcript keeps what was printed, for the alt-screen view only.
 	transcript []string
 	scroll     int
@@ -306,6 +310,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.tick()
 	case printedMsg:
 		m.printing = false
+		m.peakRows = 0
 		return m, m.flush()
 	case doneMsg:
 		if msg.err != nil {
@@ -440,7 +445,11 @@ func (m *model) commit(bs ...block) {
 func (m *model) say(k blockKind, text string) { m.commit(block{kind: k, text: text}) }
 
 // flush prints the pending blocks, one print in flight at a time so the
-// scrollback keeps their order.
+// scrollback keeps their order. Bubble Tea inserts a print above the
+// frame by scrolling and inserting lines on the visible screen, so a
+// print that is taller than the screen less the frame would push its
+// own last lines off the bottom, where they are lost: a long block is
+// printed in slices that fit, one after another.
 func (m *model) flush() tea.Cmd {
 	if m.printing || len(m.pending) == 0 {
 		return nil
@@ -451,8 +460,36 @@ func (m *model) flush() tea.Cmd {
 		m.transcript = append(m.transcript, strings.Split(text, "\n")...)
 		return nil
 	}
+	lines := strings.Split(text, "\n")
+	fit := max(m.height-max(m.peakRows, m.frameRows())-1, 1)
+	if rows := printedRows(lines, m.width); rows > fit {
+		n := 0
+		for used := 0; n < len(lines); n++ {
+			r := printedRows(lines[n:n+1], m.width)
+			if used+r > fit && n > 0 {
+				break
+			}
+			used += r
+		}
+		text = strings.Join(lines[:n], "\n")
+		m.pending = []string{strings.Join(lines[n:], "\n")}
+	}
 	m.printing = true
 	return tea.Sequence(tea.Println(text), func() tea.Msg { return printedMsg{} })
+}
+
+// printedRows is how many screen rows lines take at width columns.
+func printedRows(lines []string, width int) int {
+	n := 0
+	for _, l := range lines {
+		n += 1 + max(ansi.StringWidth(l)-1, 0)/max(width, 1)
+	}
+	return n
+}
+
+// frameRows is the height of the frame View draws now.
+func (m *model) frameRows() int {
+	return strings.Count(m.liveTop(), "\n") + strings.Count(m.liveBottom(), "\n") + 2
 }
 
 // busy says whether anything is at work that shows elapsed time.

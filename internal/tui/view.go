@@ -48,6 +48,9 @@ func (m *model) View() tea.View {
 			offset += len(tr)
 		}
 	}
+	if rows := strings.Count(content, "\n") + 1; rows > m.peakRows && !m.o.AltScreen {
+		m.peakRows = rows
+	}
 	v := tea.NewView(content)
 	v.AltScreen = m.o.AltScreen
 	if c := m.cursor(); c != nil && m.overlay == nil {
@@ -76,7 +79,9 @@ func (m *model) liveTop() string {
 	st := m.st
 	// What the live area may use for the streaming answer: the screen
 	// less the composer, the status line and the rows below.
-	room := max(m.height-8-len(st.order)-len(st.kids), 3)
+	// The frame stays within half the screen where it can, so that what
+	// is printed above it has room (see flush).
+	room := max(min(m.height/2, m.height-8)-len(st.order)-len(st.kids), 3)
 	if r := strings.TrimSpace(st.reasoning.String()); r != "" && st.text.Len() == 0 || m.expand && st.reasoning.Len() > 0 {
 		r = progress.Clean(strings.TrimSpace(st.reasoning.String()))
 		if m.expand {
@@ -141,10 +146,11 @@ func liveTail(t string, rows int) string {
 	if i <= 0 {
 		return t
 	}
+	rest := strings.TrimLeft(t[i+1:], "\n")
 	if strings.Count(t[:i], "```")%2 == 1 {
-		return "```\n" + t[i+1:]
+		return "```\n" + rest
 	}
-	return t[i+1:]
+	return rest
 }
 
 // liveBottom is the composer, the status line and the hint.
