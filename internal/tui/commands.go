@@ -119,7 +119,11 @@ func (m *model) reopen(what, arg string) tea.Cmd {
 		m.say(bError, "/"+what+" waits for the turn to end")
 		return m.flush()
 	}
-	r := OpenRequest{Cwd: m.o.Cwd}
+	// The other choices stay as the log says they are now.
+	r := OpenRequest{Cwd: m.o.Cwd, Effort: m.st.effort, Permission: m.st.preset}
+	if m.st.provider != "" && m.st.model != "" {
+		r.Model = m.st.provider + "/" + m.st.model
+	}
 	switch what {
 	case "model":
 		r.Model = arg
@@ -135,8 +139,25 @@ func (m *model) reopen(what, arg string) tea.Cmd {
 			// next message resumes it with its own choices.
 			return doneMsg{err: err}
 		}
-		return doneMsg{notice: what + " set to " + arg}
+		return reopenedMsg{what: what, value: arg}
 	}
+}
+
+// reopenedMsg reports a choice the host took; the status line shows it
+// until the log's next request header says it again.
+type reopenedMsg struct{ what, value string }
+
+func (m *model) onReopened(msg reopenedMsg) tea.Cmd {
+	switch msg.what {
+	case "model":
+		m.st.setModel(msg.value)
+	case "effort":
+		m.st.effort = msg.value
+	default:
+		m.st.preset = msg.value
+	}
+	m.say(bNotice, msg.what+" set to "+msg.value)
+	return m.flush()
 }
 
 // switchTo opens another session and follows it from its start; its

@@ -261,10 +261,7 @@ func (m *model) onPaste(p tea.PasteMsg) tea.Cmd {
 func unquotePath(s string) string {
 	s = strings.Trim(s, `'"`)
 	s = strings.ReplaceAll(s, `\ `, " ")
-	if strings.HasPrefix(s, "file://") {
-		s = strings.TrimPrefix(s, "file://")
-	}
-	return s
+	return strings.TrimPrefix(s, "file://")
 }
 
 func isImagePath(p string) bool {

@@ -321,6 +321,8 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.flush()
 	case childMsg:
 		return m, m.onChild(msg)
+	case reopenedMsg:
+		return m, m.onReopened(msg)
 	case switchMsg:
 		return m, m.onSwitch(msg)
 	case overlayMsg:

@@ -35,6 +35,7 @@ type fakeBackend struct {
 	answers []host.Answer
 	rows    []catalog.Row
 	events  map[string][]session.Event
+	reopens []OpenRequest
 }
 
 type sent struct {
@@ -71,7 +72,8 @@ func (f *fakeBackend) Export(context.Context, string, io.Writer) error     { ret
 func (f *fakeBackend) Jobs(context.Context, string) ([]host.JobInfo, error) {
 	return []host.JobInfo{{ID: "job-1", Kind: "bash", Command: "make", Status: "running"}}, nil
 }
-func (f *fakeBackend) Reopen(context.Context, string, OpenRequest) (host.Info, error) {
+func (f *fakeBackend) Reopen(_ context.Context, _ string, r OpenRequest) (host.Info, error) {
+	f.reopens = append(f.reopens, r)
 	return host.Info{}, nil
 }
 func (f *fakeBackend) Compact(context.Context, string) (string, error) {
@@ -126,7 +128,7 @@ func (h *harness) run(cmd tea.Cmd) {
 		for _, c := range msg {
 			h.run(c)
 		}
-	case doneMsg, overlayMsg, approvalsMsg:
+	case doneMsg, overlayMsg, approvalsMsg, reopenedMsg:
 		h.send(msg)
 	}
 }
@@ -588,5 +590,33 @@ func TestLiveTail(t *testing.T) {
 	}
 	if got := liveTail("a\nb", 5); got != "a\nb" {
 		t.Errorf("short text: %q", got)
+	}
+}
+
+// TestSwitchingChoicesKeepsTheOthers: /model, /effort and /permission
+// reopen the session with one choice changed and the others as they are.
+func TestSwitchingChoicesKeepsTheOthers(t *testing.T) {
+	h := newHarness(t, 100, 24)
+	h.startTurn()
+	h.ev(session.TypeTurnEnd, session.TurnEnd{Turn: 1, Reason: session.TurnEndReason{Kind: session.EndCompleted}})
+	h.typeText("/model deepseek/deepseek-v4-pro")
+	h.key("enter")
+	h.typeText("/permission auto")
+	h.key("enter")
+	want := []OpenRequest{
+		{Cwd: h.m.o.Cwd, Model: "deepseek/deepseek-v4-pro", Effort: "high", Permission: "read-only"},
+		{Cwd: h.m.o.Cwd, Model: "deepseek/deepseek-v4-pro", Effort: "high", Permission: "auto"},
+	}
+	if len(h.b.reopens) != 2 || h.b.reopens[0] != want[0] || h.b.reopens[1] != want[1] {
+		t.Fatalf("reopens %+v, want %+v", h.b.reopens, want)
+	}
+	if v := h.live(); !strings.Contains(v, "deepseek/deepseek-v4-pro · effort high · auto") {
+		t.Errorf("status line after the switch:\n%s", v)
+	}
+	h.ev(session.TypeTurnStart, session.TurnStart{Turn: 2})
+	h.typeText("/model x/y")
+	h.key("enter")
+	if len(h.b.reopens) != 2 || !strings.Contains(h.transcript(), "/model waits for the turn to end") {
+		t.Errorf("a switch during a turn was not refused: %+v", h.b.reopens)
 	}
 }

@@ -36,7 +36,6 @@ type overlay struct {
 	lines  []string
 	scroll int
 	sel    int
-	err    string
 }
 
 type overlayMsg struct {
