@@ -491,3 +491,46 @@ func TestAttachToServe(t *testing.T) {
 		t.Errorf("exit status %d", code)
 	}
 }
+
+// TestNoColorAndAltScreen: NO_COLOR leaves no colour in what is drawn,
+// and --alt-screen shows the conversation full-screen.
+func TestNoColorAndAltScreen(t *testing.T) {
+	tm := newTerm(t)
+	tm.srv.Enqueue(llmtest.Response{Text: "plain **answer** with `code`"})
+	if err := tm.tmux("new-session", "-d", "-s", "m", "-x", "90", "-y", "24", "-c", tm.cwd,
+		"-e", "DSH_HOME="+tm.home, "-e", "DEEPSEEK_API_KEY=test-key", "-e", "DEEPSEEK_BASE_URL="+tm.srv.URL(),
+		"-e", "TERM=xterm-256color", "-e", "NO_COLOR=1",
+		strings.Join(quoteAll([]string{dshBin, "tui", "--alt-screen"}), " ")+`; echo "dsh-exit=$?"`, ";",
+		"set-option", "-t", "m", "remain-on-exit", "on"); err != nil {
+		t.Fatal(err)
+	}
+	tm.waitFor("/help for commands")
+	tm.typeLine("hi")
+	tm.waitFor("plain answer with code")
+	styled, err := tm.tmuxOut("capture-pane", "-p", "-e", "-t", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A colour is an SGR parameter 30–38, 40–48, 90–97 or 100–107 (39
+	// and 49 only reset to the terminal's own colours).
+	for _, m := range regexp.MustCompile(`\x1b\[([0-9;:]*)m`).FindAllStringSubmatch(styled, -1) {
+		for _, p := range strings.FieldsFunc(m[1], func(r rune) bool { return r == ';' || r == ':' }) {
+			var n int
+			fmt.Sscan(p, &n)
+			if n >= 30 && n <= 38 || n >= 40 && n <= 48 || n >= 90 && n <= 97 || n >= 100 && n <= 107 {
+				t.Errorf("colour under NO_COLOR: %q", m[0])
+			}
+		}
+	}
+	s := tm.screen()
+	if lines := strings.Split(strings.TrimRight(s, "\n"), "\n"); len(lines) != 24 || !strings.HasPrefix(lines[len(lines)-1], "deepseek/") {
+		t.Errorf("the alt screen is not full-screen with the status line last:\n%s", s)
+	}
+	tm.keys("C-d")
+	if code := tm.exitStatus(); code != 0 {
+		t.Errorf("exit status %d", code)
+	}
+	if strings.Contains(tm.screen(), "plain answer") {
+		t.Error("the alt screen's content stayed after the exit")
+	}
+}
