@@ -428,3 +428,40 @@ func TestIdleDisposal(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelKeepsOrClearsQueue: cancelling a turn keeps input queued for
+// later turns (it runs next) unless clearQueue.
+func TestCancelKeepsOrClearsQueue(t *testing.T) {
+	for _, clear := range []bool{false, true} {
+		t.Run(map[bool]string{false: "keep", true: "clear"}[clear], func(t *testing.T) {
+			f := newFixture(t, host.Config{})
+			f.srv.Enqueue(llmtest.Response{Text: "stalls", StallAfter: 2}, llmtest.Response{Text: "queued one ran"})
+			id := f.create(host.CreateRequest{}).Header.ID
+			f.send(id, "one", host.DeliveryQueue)
+			// The stalling answer is the first turn's once the model has
+			// its request.
+			if err := f.srv.WaitRequests(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+			f.send(id, "two", host.DeliveryQueue)
+			if err := f.h.Cancel(t.Context(), id, clear); err != nil {
+				t.Fatal(err)
+			}
+			out, err := f.h.RunUntilIdle(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.dispose(id)
+			wantTurns := map[bool]int{false: 2, true: 1}[clear]
+			if n := countType(f.stored(id), session.TypeTurnEnd); n != wantTurns {
+				t.Fatalf("%d turns, want %d", n, wantTurns)
+			}
+			if clear && (out.Turn != 1 || out.Reason.Kind != session.EndAborted) {
+				t.Fatalf("cleared queue: %+v", out)
+			}
+			if !clear && (out.Turn != 2 || out.Text != "queued one ran") {
+				t.Fatalf("kept queue: %+v", out)
+			}
+		})
+	}
+}
