@@ -239,7 +239,7 @@ func message(blocks []json.RawMessage, images bool) (llm.Message, *jsonrpc.Error
 	if len(blocks) == 0 {
 		return llm.Message{}, invalidParams("the prompt is empty")
 	}
-	msg := llm.Message{Role: llm.RoleUser}
+	msg := llm.Message{Role: llm.RoleUser, Source: llm.Source{Kind: "user"}}
 	for i, raw := range blocks {
 		var b struct {
 			Type        string `json:"type"`

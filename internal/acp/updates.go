@@ -60,8 +60,8 @@ func (t *translator) translate(e session.Event) []obj {
 			return out // the client sent it
 		}
 		var m llm.Message
-		if e.Decode(&m) != nil {
-			return out
+		if e.Decode(&m) != nil || m.Source.Kind != "user" {
+			return out // harness context (runtime snapshots, notices) is not the user's
 		}
 		for _, b := range m.Content {
 			if c, ok := contentOf(b); ok {
