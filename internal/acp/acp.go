@@ -66,7 +66,7 @@ type server struct {
 	wg sync.WaitGroup
 
 	mu          sync.Mutex
-	initialized bool                // guarded by mu
+	initialized bool             // guarded by mu
 	sessions    map[string]*sess // guarded by mu; by session id
 	asking      map[string]context.CancelFunc
 }
