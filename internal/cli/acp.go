@@ -12,6 +12,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/rpc"
 )
 
 // stdioShutdown bounds closing the host after a stdio protocol ends; the
@@ -96,6 +97,17 @@ func acpCmd(ctx context.Context, args []string, stdio IO) int {
 		return acp.Serve(ctx, h, stdio.Stdin, stdio.Stdout, acp.Options{
 			Model: *f.model, Permission: *f.permission, AgentPreset: *f.preset,
 			Log: stdio.Stderr, Version: app.Version,
+		})
+	})
+}
+
+// rpcCmd is "dsh rpc": the dsh JSON-RPC runtime on standard input and
+// output (docs/rpc.md).
+func rpcCmd(ctx context.Context, args []string, stdio IO) int {
+	return serveStdio(ctx, "rpc", args, stdio, func(ctx context.Context, h *host.Host, f stdioFlags) error {
+		return rpc.Serve(ctx, h, stdio.Stdin, stdio.Stdout, rpc.Options{
+			Log: stdio.Stderr, Version: app.Version,
+			Defaults: host.CreateRequest{Model: *f.model, Permission: *f.permission, AgentPreset: *f.preset},
 		})
 	})
 }
