@@ -62,7 +62,7 @@ type kids struct {
 	ctx  context.Context
 	runs map[string]context.CancelFunc // by run id; only the owner goroutine touches it
 	done []chan struct{}
-	mu sync.Mutex
+	mu   sync.Mutex
 	// sent is the next seq to send per child, so a continuable child
 	// resumed by a later run is not sent twice.
 	sent map[string]int64 // guarded by mu

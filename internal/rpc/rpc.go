@@ -51,7 +51,7 @@ type server struct {
 	wg   sync.WaitGroup
 
 	mu          sync.Mutex
-	initialized bool                         // guarded by mu
+	initialized bool                          // guarded by mu
 	sessions    map[string]context.CancelFunc // guarded by mu; attached sessions' followers
 	prompts     map[string]int                // guarded by mu; prompts in flight per session
 }
