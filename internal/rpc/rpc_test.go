@@ -274,7 +274,6 @@ func TestChildrenEventsCancelAndPaging(t *testing.T) {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
