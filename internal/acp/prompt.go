@@ -178,7 +178,17 @@ func (s *server) prompt(ctx context.Context, params json.RawMessage) (any, *json
 	}
 	_, images, live := s.h.Route(ss.id)
 	if !live {
-		_, images = s.defaultRoute()
+		// Disposed while idle: reopen it on the model its log last used,
+		// not the profile's (an on-demand resume would take that).
+		if m := ss.model(); m != "" {
+			if _, err := s.h.Resume(ctx, host.ResumeRequest{ID: ss.id, Model: m}); err != nil {
+				return nil, hostError(err)
+			}
+		}
+		_, images, live = s.h.Route(ss.id)
+		if !live {
+			_, images = s.defaultRoute()
+		}
 	}
 	msg, rerr := message(p.Prompt, images)
 	if rerr != nil {
