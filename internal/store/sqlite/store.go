@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/session"
@@ -85,8 +86,13 @@ type Store struct {
 	// snapshots concurrently with the writer.
 	r *sql.DB
 
-	// Statements prepared once on the writer; transactions rebind them.
-	stNext, stUpdate, stInsert1, stInsertN *sql.Stmt
+	// The append statements, prepared on the writer at the first append
+	// (the multi-row insert at the first batch that fills it), not at
+	// Open: parsing them is a good part of opening the store, and a
+	// command that never appends does not need them. Transactions rebind
+	// them.
+	prepMu sync.Mutex
+	st     appendStmts // guarded by prepMu; fields are nil until prepared
 
 	// now returns the wall clock in Unix milliseconds (updated_at, lease
 	// expiry); tests replace it.
@@ -159,9 +165,18 @@ func openPool(path string, readOnly bool) (*sql.DB, error) {
 	return db, nil
 }
 
-// init migrates the schema and prepares the writer's statements.
+// init migrates the schema when it is not current. A current schema
+// (every open but the first of a new build) costs one read of the
+// version, without taking the write lock.
 func (s *Store) init(ctx context.Context) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	var v int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v == schemaVersion {
+		return nil
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// Read the version inside the IMMEDIATE transaction so that two
 		// processes opening a new file do not both migrate it.
 		var v int
@@ -198,30 +213,47 @@ func (s *Store) init(ctx context.Context) error {
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// appendStmts are the statements of an append, prepared on the writer.
+type appendStmts struct {
+	next, update, insert1, insertN *sql.Stmt
+}
+
+// appendStmts returns the append statements, preparing them on first
+// use; full asks for the multi-row insert too. It must not be called
+// inside a write transaction: preparing needs the writer's only
+// connection.
+func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error) {
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
+	var err error
 	prep := func(dst **sql.Stmt, q string) {
-		if err == nil {
+		if err == nil && *dst == nil {
 			*dst, err = s.w.PrepareContext(ctx, q)
 		}
 	}
-	prep(&s.stNext, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT)
+	prep(&s.st.next, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT)
 		FROM sessions WHERE id = ?`)
-	prep(&s.stUpdate, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
-	prep(&s.stInsert1, insertEventsSQL(1))
-	prep(&s.stInsertN, insertEventsSQL(insertChunk))
-	return err
+	prep(&s.st.update, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
+	prep(&s.st.insert1, insertEventsSQL(1))
+	if full {
+		prep(&s.st.insertN, insertEventsSQL(insertChunk))
+	}
+	return s.st, err
 }
 
 // Close closes the store. Statements and pools are released; the database
 // file stays.
 func (s *Store) Close() error {
-	for _, st := range []*sql.Stmt{s.stNext, s.stUpdate, s.stInsert1, s.stInsertN} {
+	s.prepMu.Lock()
+	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN} {
 		if st != nil {
 			st.Close()
 		}
 	}
+	s.st = appendStmts{}
+	s.prepMu.Unlock()
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 
