@@ -38,18 +38,19 @@ import (
 // to migrate when the schema changes. Version 2 added the leases table,
 // version 3 the summary columns of the sessions table (summary.go),
 // version 4 the workspace registry (workspaces.go) and the partial
-// indexes of top-level listings.
-const schemaVersion = 4
+// indexes of top-level listings, version 5 made events a rowid table
+// (schemaV5).
+const schemaVersion = 5
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
 const busyTimeout = 5 * time.Second
 
 // schemaV1 creates the version-1 schema. The events table is keyed by
-// (session_id, seq) without a rowid, so one session's log is one
-// contiguous b-tree range and a duplicate seq cannot be stored. body keeps
-// the whole envelope so that a read never has to reassemble columns; type
-// and time are copies for ad-hoc queries.
+// (session_id, seq), so a duplicate seq cannot be stored (version 1 kept
+// it without a rowid; schemaV5 adds one). body keeps the whole envelope
+// so that a read never has to reassemble columns; type and time are
+// copies for ad-hoc queries.
 const schemaV1 = `
 CREATE TABLE IF NOT EXISTS sessions (
 	id         TEXT PRIMARY KEY,
@@ -71,6 +72,30 @@ CREATE TABLE IF NOT EXISTS events (
 	body       TEXT NOT NULL,
 	PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
+`
+
+// schemaV5 rebuilds the events table of schemaV1 as a rowid table whose
+// (session_id, seq) primary key is a separate index. Without a rowid the
+// whole row is the b-tree key, so every row over about 1 KB (a request
+// header with the tool schemas is ~33 KB, tool results and messages are
+// often several) overflows, and every insert or seek read the whole
+// payload of each overflowing row it compared against: at the first
+// flush of a new session that was the largest single cost of start-up,
+// growing with the database. Rows keep their order: the copy goes
+// session by session, seq by seq.
+const schemaV5 = `
+CREATE TABLE events_v5 (
+	session_id TEXT NOT NULL REFERENCES sessions (id),
+	seq        INTEGER NOT NULL,
+	type       TEXT NOT NULL,
+	time       INTEGER NOT NULL,
+	body       TEXT NOT NULL,
+	PRIMARY KEY (session_id, seq)
+);
+INSERT INTO events_v5 (session_id, seq, type, time, body)
+	SELECT session_id, seq, type, time, body FROM events ORDER BY session_id, seq;
+DROP TABLE events;
+ALTER TABLE events_v5 RENAME TO events;
 `
 
 // Store is a session store backed by one SQLite database file. It is safe
@@ -207,8 +232,15 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version 3: backfill titles: %w", err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, schemaV4); err != nil {
-			return fmt.Errorf("migrate schema to version 4: %w", err)
+		if v < 4 {
+			if _, err := tx.ExecContext(ctx, schemaV4); err != nil {
+				return fmt.Errorf("migrate schema to version 4: %w", err)
+			}
+		}
+		if v < 5 {
+			if _, err := tx.ExecContext(ctx, schemaV5); err != nil {
+				return fmt.Errorf("migrate schema to version 5: %w", err)
+			}
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
