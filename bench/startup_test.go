@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -100,8 +101,9 @@ func cpu(c *exec.Cmd) time.Duration {
 // (so that the machine's load weighs on all of them alike), the wall
 // time from exec to exit of a Go hello-world, `bash -c true` and `dsh
 // version`, and from exec to the fake model server receiving the first
-// request of `dsh run` (a new session in an existing $DSH_HOME; the
-// server notes when the request's headers arrived). Each round runs each
+// request of `dsh run` (a new session in an existing $DSH_HOME holding
+// DSH_BENCH_SESSIONS earlier sessions, 100 unless set; the server notes
+// when the request's headers arrived). Each round runs each
 // once; b.N is the number of rounds. It reports medians and their ratios
 // to the hello-world's, the figures that do not depend on the machine,
 // and the CPU time (user+system) of hello-world, dsh version and the
@@ -162,9 +164,17 @@ func BenchmarkStartup(b *testing.B) {
 		return d, cpu(c)
 	}
 	// The first run creates $DSH_HOME and its database; the measured
-	// ones open it.
+	// ones open it. A store's cost grows with what it holds, so each home
+	// first gets DSH_BENCH_SESSIONS sessions (default 100) of its own
+	// binary's making.
+	sessions := 100
+	if n, err := strconv.Atoi(os.Getenv("DSH_BENCH_SESSIONS")); err == nil && n >= 1 {
+		sessions = n
+	}
 	for _, v := range variants {
-		firstRequest(v)
+		for range sessions {
+			firstRequest(v)
+		}
 	}
 	var helloT, bashT, helloCPU []time.Duration
 	load0 := loadAvg()
