@@ -144,19 +144,56 @@ func Compose(o Options) (string, config.Config, *compose.Composition, error) {
 // Open composes the configuration and opens the embedded store
 // $DSH_HOME/dsh.db, creating the directory as needed.
 func Open(ctx context.Context, o Options) (*App, error) {
+	// An existing store opens while the profile is composed: the two are
+	// independent and each is a good part of the start-up. A new one is
+	// created only once the configuration proved valid.
+	early := openExistingStore(ctx)
 	home, cfg, comp, err := Compose(o)
 	if err != nil {
+		if st, _ := early(); st != nil {
+			st.Close()
+		}
 		return nil, err
 	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", home, err)
+	st, err := early()
+	if st == nil && err == nil {
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", home, err)
+		}
+		st, err = sqlite.Open(ctx, filepath.Join(home, "dsh.db"))
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(home, "dsh.db"))
 	if err != nil {
 		return nil, err
 	}
 	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub(),
 		extraTools: append([]tool.Definition(nil), o.Tools...)}, nil
+}
+
+// openExistingStore starts opening $DSH_HOME/dsh.db on another goroutine
+// when the file exists, and returns the function that waits for it: a
+// nil store and nil error when it was not tried.
+func openExistingStore(ctx context.Context) func() (*sqlite.Store, error) {
+	home, err := config.Home()
+	if err != nil {
+		return func() (*sqlite.Store, error) { return nil, nil }
+	}
+	path := filepath.Join(home, "dsh.db")
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return func() (*sqlite.Store, error) { return nil, nil }
+	}
+	type opened struct {
+		st  *sqlite.Store
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		st, err := sqlite.Open(ctx, path)
+		ch <- opened{st, err}
+	}()
+	return sync.OnceValues(func() (*sqlite.Store, error) {
+		o := <-ch
+		return o.st, o.err
+	})
 }
 
 // Close stops every continuable child and background job, then
@@ -247,14 +284,22 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	log, lease, err := a.openLog(ctx, o)
+	log, leased, err := a.openLog(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	s, err := a.wire(ctx, log, route, effort, wiring{
 		human: o.Human, permPreset: o.Permission, approval: o.Approval, extraTools: a.extraTools,
 	})
-	if err != nil {
+	// A new session is stored and leased while it is wired.
+	lease, lerr := leased()
+	switch {
+	case lerr != nil:
+		if s != nil {
+			s.Close() // without a lease it only undoes the wiring
+		}
+		return nil, lerr
+	case err != nil:
 		return nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
 	}
 	s.lease = lease
@@ -423,8 +468,10 @@ func newMessageID() string {
 // openLog creates a new session or loads (and repairs) one to resume,
 // holding its lease: a session another live process holds fails with a
 // *store.BusyError, and one whose holder was killed is taken over and
-// repaired. The caller releases the lease.
-func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, store.Lease, error) {
+// repaired. The lease comes from the returned function, which waits for
+// it (a new session is created and leased on another goroutine; see
+// pendingLease); the caller releases it.
+func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, func() (store.Lease, error), error) {
 	holder := o.Holder
 	if holder == "" {
 		holder = "dsh"
@@ -460,7 +507,7 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, stor
 		if err != nil {
 			return nil, nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
 		}
-		return log, lease, nil
+		return log, func() (store.Lease, error) { return lease, nil }, nil
 	}
 	cwd, err := resolveCwd(o.Cwd)
 	if err != nil {
@@ -478,18 +525,12 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, stor
 		return nil, nil, err
 	}
 	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset}
-	if err := a.Store.Create(ctx, h); err != nil {
-		return nil, nil, err
-	}
-	lease, err := a.Store.Acquire(ctx, h.ID, holder)
+	p := startPendingLease(ctx, a.Store, h, holder)
+	log, err := session.NewLog(h, nil, p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, errors.Join(err, p.release(context.WithoutCancel(ctx)))
 	}
-	log, err := session.NewLog(h, nil, lease)
-	if err != nil {
-		return nil, nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
-	}
-	return log, lease, nil
+	return log, p.wait, nil
 }
 
 // resumeLog loads and repairs a leased session and opens its live log.
