@@ -351,3 +351,49 @@ func TestEOFCancelsRunningTurn(t *testing.T) {
 		t.Errorf("after EOF: live %t %v", info.Live, err)
 	}
 }
+
+// TestCancelKeepsVisiblePrefix: session/cancel mid-stream answers
+// cancelled, after the streamed prefix, which the log keeps.
+func TestCancelKeepsVisiblePrefix(t *testing.T) {
+	x := newHarness(t, acp.Options{})
+	x.init()
+	x.srv.Enqueue(llmtest.Response{Text: "partial answer that never ends", ChunkRunes: 4, StallAfter: 4})
+	id := x.newSession()
+	answered := make(chan string, 1)
+	go func() {
+		var r struct {
+			StopReason string `json:"stopReason"`
+		}
+		_ = x.client.Call(context.Background(), "session/prompt", map[string]any{"sessionId": id, "prompt": []any{map[string]string{"type": "text", "text": "go"}}}, &r)
+		answered <- r.StopReason
+	}()
+	x.waitUpdate(id, "agent_message_chunk")
+	if err := x.client.Notify("session/cancel", map[string]any{"sessionId": id}); err != nil {
+		t.Fatal(err)
+	}
+	if stop := <-answered; stop != "cancelled" {
+		t.Fatalf("stop %q", stop)
+	}
+	var streamed string
+	for _, u := range x.of(id, "agent_message_chunk") {
+		streamed += u["content"].(map[string]any)["text"].(string)
+	}
+	var kept string
+	for _, e := range x.events(id) {
+		var p session.AssistantMessage
+		if e.Type == session.TypeAssistantMsg && e.Decode(&p) == nil && p.Interrupted {
+			kept = p.Message.Text()
+		}
+	}
+	if streamed == "" || kept != streamed {
+		t.Fatalf("streamed %q, the log kept %q", streamed, kept)
+	}
+	// A cancel for a session this connection does not have is a no-op.
+	if err := x.client.Notify("session/cancel", map[string]any{"sessionId": "other"}); err != nil {
+		t.Fatal(err)
+	}
+	x.srv.Enqueue(llmtest.Response{Text: "fine"})
+	if stop := x.prompt(id, "again"); stop != "end_turn" {
+		t.Fatalf("next prompt %s", stop)
+	}
+}
