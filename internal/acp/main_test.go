@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/leakcheck"
 	"github.com/dsh-dev/dsh/internal/peers"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/schema"
 )
 
@@ -20,6 +21,8 @@ import (
 var dshBin string
 
 func TestMain(m *testing.M) {
+	// Bash commands run under the sandbox helper, which is this binary.
+	sandbox.RunHelperIfRequested()
 	dir, err := os.MkdirTemp("", "dsh-acp-test")
 	if err != nil {
 		panic(err)

@@ -9,11 +9,13 @@ import (
 	"github.com/dsh-dev/dsh/internal/host"
 )
 
-// Permission option ids dsh offers. allow_always is not offered: the
-// host's approval queue records only allow-once and reject answers.
+// Permission option ids dsh offers. allow_always is offered only for a
+// bash command, the one thing dsh can grant for the rest of a session (a
+// logged session grant of that exact command).
 const (
-	optionAllowOnce  = "allow-once"
-	optionRejectOnce = "reject-once"
+	optionAllowOnce   = "allow-once"
+	optionAllowAlways = "allow-always"
+	optionRejectOnce  = "reject-once"
 )
 
 // watchApprovals turns the host feed's approvals of the connection's
@@ -54,8 +56,9 @@ func (s *server) watchApprovals(feed *host.Feed) {
 }
 
 // ask sends one session/request_permission and answers the approval
-// with the option chosen; anything but allow-once (reject-once, a
-// cancelled request, an unknown option, an error) rejects.
+// with the option chosen; anything but allow-once or allow-always
+// (reject-once, a cancelled request, an unknown option, an error)
+// rejects.
 func (s *server) ask(a host.Approval) {
 	s.mu.Lock()
 	if _, dup := s.asking[a.ID]; dup {
@@ -91,10 +94,12 @@ func (s *server) ask(a host.Approval) {
 		if a.Reason != "" {
 			call["content"] = []obj{{"type": "content", "content": obj{"type": "text", "text": a.Reason}}}
 		}
-		params := obj{"sessionId": a.SessionID, "toolCall": call, "options": []obj{
-			{"optionId": optionAllowOnce, "name": "Allow once", "kind": "allow_once"},
-			{"optionId": optionRejectOnce, "name": "Reject", "kind": "reject_once"},
-		}}
+		options := []obj{{"optionId": optionAllowOnce, "name": "Allow once", "kind": "allow_once"}}
+		if a.Command != "" {
+			options = append(options, obj{"optionId": optionAllowAlways, "name": "Allow this exact command for the rest of the session", "kind": "allow_always"})
+		}
+		options = append(options, obj{"optionId": optionRejectOnce, "name": "Reject", "kind": "reject_once"})
+		params := obj{"sessionId": a.SessionID, "toolCall": call, "options": options}
 		var res struct {
 			Outcome struct {
 				Outcome  string `json:"outcome"`
@@ -111,6 +116,8 @@ func (s *server) ask(a host.Approval) {
 			fmt.Fprintf(s.o.Log, "dsh acp: permission request %s: %v; rejecting\n", a.ID, err)
 		case res.Outcome.Outcome == "selected" && res.Outcome.OptionID == optionAllowOnce:
 			ans = host.Answer{Decision: host.DecisionAllowOnce}
+		case res.Outcome.Outcome == "selected" && res.Outcome.OptionID == optionAllowAlways && a.Command != "":
+			ans = host.Answer{Decision: host.DecisionAllowSession}
 		}
 		if err := s.h.Answer(s.ctx, a.SessionID, a.ID, ans); err != nil && host.ErrorCode(err) != host.CodeApprovalNotPending {
 			fmt.Fprintf(s.o.Log, "dsh acp: answer %s: %v\n", a.ID, err)

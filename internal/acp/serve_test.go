@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 )
 
@@ -42,9 +45,21 @@ type update struct {
 
 func newHarness(t *testing.T, o acp.Options) *harness {
 	t.Helper()
+	return newHarnessWith(t, o, "")
+}
+
+// newHarnessWith writes configYAML as $DSH_HOME/config.yaml first.
+func newHarnessWith(t *testing.T, o acp.Options, configYAML string) *harness {
+	t.Helper()
 	srv := llmtest.New()
 	t.Cleanup(srv.Close)
-	t.Setenv("DSH_HOME", t.TempDir())
+	home := t.TempDir()
+	if configYAML != "" {
+		if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(configYAML), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("DSH_HOME", home)
 	t.Setenv("DEEPSEEK_API_KEY", "test-key")
 	t.Setenv("DEEPSEEK_BASE_URL", srv.URL())
 	a, err := app.Open(t.Context(), app.Options{})
@@ -395,5 +410,71 @@ func TestCancelKeepsVisiblePrefix(t *testing.T) {
 	x.srv.Enqueue(llmtest.Response{Text: "fine"})
 	if stop := x.prompt(id, "again"); stop != "end_turn" {
 		t.Fatalf("next prompt %s", stop)
+	}
+}
+
+// askBash asks before every bash command.
+const askBash = `
+profile:
+  - id: permissions
+    module: permissions
+    config:
+      rules:
+        - {tool: bash, action: ask, reason: "commands need a yes"}
+`
+
+// TestAllowAlwaysGrantsTheCommand: allow_always is offered for a bash
+// command and becomes a logged session grant: the same command later in
+// the session is not asked again.
+func TestAllowAlwaysGrantsTheCommand(t *testing.T) {
+	if _, err := sandbox.Default().Backend(); err != nil {
+		t.Skipf("no sandbox backend on this machine: %v", err)
+	}
+	x := newHarnessWith(t, acp.Options{}, askBash)
+	var mu sync.Mutex
+	var kinds [][]string
+	x.permission = func(params json.RawMessage) any {
+		var p struct {
+			Options []struct{ OptionID, Kind string }
+		}
+		_ = json.Unmarshal(params, &p)
+		var ks []string
+		choice := ""
+		for _, o := range p.Options {
+			ks = append(ks, o.Kind)
+			if o.Kind == "allow_always" {
+				choice = o.OptionID
+			}
+		}
+		mu.Lock()
+		kinds = append(kinds, ks)
+		mu.Unlock()
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": choice}}
+	}
+	x.init()
+	call := `{"command":"echo hi >> log.txt","description":"log"}`
+	x.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{{ID: "b1", Name: "bash", Arguments: call}}})
+	x.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{{ID: "b2", Name: "bash", Arguments: call}}})
+	x.srv.Enqueue(llmtest.Response{Text: "logged twice"})
+	id := x.newSession()
+	if stop := x.prompt(id, "log twice"); stop != "end_turn" {
+		t.Fatalf("stop %s", stop)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(kinds) != 1 || strings.Join(kinds[0], ",") != "allow_once,allow_always,reject_once" {
+		t.Fatalf("permission requests %v", kinds)
+	}
+	if b, err := os.ReadFile(filepath.Join(x.cwd, "log.txt")); err != nil || string(b) != "hi\nhi\n" {
+		t.Fatalf("log.txt %q %v", b, err)
+	}
+	grants := 0
+	for _, e := range x.events(id) {
+		if e.Type == session.TypeApprovalDecided && strings.Contains(string(e.Data), `"grant"`) {
+			grants++
+		}
+	}
+	if grants != 1 {
+		t.Errorf("%d logged grants", grants)
 	}
 }
