@@ -44,10 +44,6 @@ type Options struct {
 	Model       string
 	Permission  string
 	AgentPreset string
-	// MCP reports whether dsh can connect the MCP servers a client
-	// names in session/new; without it they are accepted and ignored,
-	// with a note on Log.
-	MCP bool
 	// Log receives diagnostics (stderr); nil discards them.
 	Log io.Writer
 	// Version is dsh's version, for agentInfo.
@@ -187,7 +183,6 @@ func (s *server) onNotification(method string, params json.RawMessage) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ss.cancelRequested()
 		if err := s.h.Cancel(s.ctx, ss.id, false); err != nil {
 			fmt.Fprintf(s.o.Log, "dsh acp: cancel %s: %v\n", ss.id, err)
 		}

@@ -152,10 +152,6 @@ func (ss *sess) model() string {
 	return ss.tr.model
 }
 
-// cancelRequested is a hook for session/cancel and close: the turn's own
-// end (aborted) says cancelled, so nothing is recorded here.
-func (ss *sess) cancelRequested() {}
-
 // stop ends the pump and waits for it.
 func (ss *sess) stop() {
 	ss.cancel()

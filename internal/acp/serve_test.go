@@ -478,3 +478,81 @@ func TestAllowAlwaysGrantsTheCommand(t *testing.T) {
 		t.Errorf("%d logged grants", grants)
 	}
 }
+
+// lockedBuffer is a diagnostics sink written from the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestMCPServersIgnoredAndListPaging: MCP servers in session/new are
+// accepted and ignored with a note (dsh has no MCP client yet, and says
+// so in mcpCapabilities); session/list filters by cwd and pages.
+func TestMCPServersIgnoredAndListPaging(t *testing.T) {
+	var diag lockedBuffer
+	x := newHarness(t, acp.Options{Log: &diag})
+	var init struct {
+		AgentCapabilities struct {
+			MCPCapabilities map[string]bool `json:"mcpCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	x.mustCall("initialize", map[string]any{"protocolVersion": 1}, &init)
+	if init.AgentCapabilities.MCPCapabilities["http"] || init.AgentCapabilities.MCPCapabilities["sse"] {
+		t.Errorf("mcp capabilities %v", init.AgentCapabilities.MCPCapabilities)
+	}
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	x.mustCall("session/new", map[string]any{"cwd": x.cwd, "mcpServers": []any{
+		map[string]any{"name": "fs", "command": "/bin/mcp-fs", "args": []string{}, "env": []any{}},
+	}}, &r)
+	if r.SessionID == "" || !strings.Contains(diag.String(), "1 MCP server(s) ignored") {
+		t.Fatalf("session %q, diagnostics %q", r.SessionID, diag.String())
+	}
+	ids := map[string]bool{r.SessionID: true}
+	for len(ids) < 53 {
+		ids[x.newSession()] = true
+	}
+	other := t.TempDir()
+	x.mustCall("session/new", map[string]any{"cwd": other, "mcpServers": []any{}}, nil)
+	type page struct {
+		Sessions []struct {
+			SessionID string `json:"sessionId"`
+			Cwd       string `json:"cwd"`
+		} `json:"sessions"`
+		NextCursor string `json:"nextCursor"`
+	}
+	var p1, p2 page
+	x.mustCall("session/list", map[string]any{"cwd": x.cwd}, &p1)
+	if len(p1.Sessions) != 50 || p1.NextCursor == "" {
+		t.Fatalf("first page: %d sessions, cursor %q", len(p1.Sessions), p1.NextCursor)
+	}
+	x.mustCall("session/list", map[string]any{"cwd": x.cwd, "cursor": p1.NextCursor}, &p2)
+	if len(p2.Sessions) != 3 || p2.NextCursor != "" {
+		t.Fatalf("second page: %d sessions, cursor %q", len(p2.Sessions), p2.NextCursor)
+	}
+	for _, s := range append(p1.Sessions, p2.Sessions...) {
+		if !ids[s.SessionID] || s.Cwd != x.cwd {
+			t.Errorf("listed %v", s)
+		}
+		delete(ids, s.SessionID)
+	}
+	if len(ids) != 0 {
+		t.Errorf("not listed: %v", ids)
+	}
+	if err := x.call("session/list", map[string]any{"cursor": "x"}, nil); err == nil || err.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("bad cursor: %v", err)
+	}
+}

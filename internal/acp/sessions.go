@@ -32,7 +32,7 @@ func checkCwd(cwd string) *jsonrpc.Error {
 
 // noteIgnored logs what a session request named that dsh does not use.
 func (s *server) noteIgnored(method string, mcp []json.RawMessage, dirs []string) {
-	if len(mcp) > 0 && !s.o.MCP {
+	if len(mcp) > 0 {
 		fmt.Fprintf(s.o.Log, "dsh acp: %s: %d MCP server(s) ignored: this dsh has no MCP client (mcpCapabilities are false)\n", method, len(mcp))
 	}
 	if len(dirs) > 0 {
@@ -273,7 +273,6 @@ func (s *server) closeSession(ctx context.Context, params json.RawMessage) (any,
 	}
 	// Dispose cancels a running turn; its prompt is answered cancelled
 	// once the pump has passed the turn's end.
-	ss.cancelRequested()
 	err := s.h.Dispose(ctx, ss.id)
 	ss.waitIdle(ctx)
 	ss.stop()
