@@ -71,6 +71,9 @@ func TestOfficialSDKClient(t *testing.T) {
 		t.Skipf("node is not installed: %v", err)
 	}
 	schemas := loadSchemas(t, sdk)
+	if len(schemas) == 0 {
+		t.Fatal("no ACP schema found")
+	}
 
 	srv := llmtest.New()
 	defer srv.Close()

@@ -73,11 +73,14 @@ func newHarnessWith(t *testing.T, o acp.Options, configYAML string) *harness {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	x := &harness{t: t, srv: srv, h: h, cwd: t.TempDir(), toDsh: inW, served: make(chan error, 1), changed: make(chan struct{})}
+	// Both directions are recorded: every frame dsh wrote is validated
+	// against the ACP schema at the end (responses matched to requests).
+	var fromDsh, toDsh lockedBuffer
 	go func() {
-		x.served <- acp.Serve(context.Background(), h, inR, outW, o)
+		x.served <- acp.Serve(context.Background(), h, inR, io.MultiWriter(outW, &fromDsh), o)
 		outW.Close()
 	}()
-	x.client = jsonrpc.NewConn(outR, inW, jsonrpc.Options{
+	x.client = jsonrpc.NewConn(outR, io.MultiWriter(inW, &toDsh), jsonrpc.Options{
 		Dialect: jsonrpc.V2,
 		OnNotification: func(method string, params json.RawMessage) {
 			var u update
@@ -101,6 +104,12 @@ func newHarnessWith(t *testing.T, o acp.Options, configYAML string) *harness {
 	t.Cleanup(func() {
 		x.eof()
 		x.client.Close()
+		sdk, _ := findSDK()
+		if schemas := loadSchemas(t, sdk); len(schemas) > 0 {
+			validateAgentFrames(t, schemas, []byte(fromDsh.String()), []byte(toDsh.String()))
+		} else {
+			t.Log("no ACP schema found: frames not validated")
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := h.Close(ctx); err != nil {
