@@ -92,3 +92,4 @@ func TestDelegateToDshOverACP(t *testing.T) {
 		t.Errorf("%d model requests", n)
 	}
 }
+

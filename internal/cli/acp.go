@@ -66,6 +66,13 @@ func serveStdio(ctx context.Context, name string, args []string, stdio IO,
 	}
 	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
+	// A client that stops reading must not kill dsh with SIGPIPE before
+	// it has flushed its sessions: with the signal notified (never read),
+	// a write to the closed stdout fails with EPIPE instead. Notify, not
+	// Ignore: children still start with the default disposition.
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	defer signal.Stop(sigpipe)
 	a, code := openApp(ctx, stdio, nil)
 	if a == nil {
 		return code
