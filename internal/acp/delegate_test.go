@@ -92,4 +92,3 @@ func TestDelegateToDshOverACP(t *testing.T) {
 		t.Errorf("%d model requests", n)
 	}
 }
-
