@@ -565,3 +565,32 @@ func TestMCPServersIgnoredAndListPaging(t *testing.T) {
 		t.Errorf("bad cursor: %v", err)
 	}
 }
+
+// TestImagesWhenTheModelTakesThem: a route with image input advertises
+// it, and an image block reaches the model.
+func TestImagesWhenTheModelTakesThem(t *testing.T) {
+	x := newHarness(t, acp.Options{Model: "deepseek/deepseek-v4-flash-vision-exp"})
+	var init struct {
+		AgentCapabilities struct {
+			PromptCapabilities map[string]bool `json:"promptCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	x.mustCall("initialize", map[string]any{"protocolVersion": 1}, &init)
+	if pc := init.AgentCapabilities.PromptCapabilities; !pc["image"] || !pc["embeddedContext"] || pc["audio"] {
+		t.Fatalf("prompt capabilities %v", pc)
+	}
+	x.srv.Enqueue(llmtest.Response{Text: "a red pixel"})
+	id := x.newSession()
+	const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
+	var r struct {
+		StopReason string `json:"stopReason"`
+	}
+	x.mustCall("session/prompt", map[string]any{"sessionId": id, "prompt": []any{
+		map[string]any{"type": "text", "text": "what is this?"},
+		map[string]any{"type": "image", "data": png, "mimeType": "image/png"},
+	}}, &r)
+	body, _ := json.Marshal(x.srv.Requests()[0].Messages())
+	if r.StopReason != "end_turn" || !strings.Contains(string(body), png) {
+		t.Fatalf("stop %q; the request does not carry the image: %s", r.StopReason, body)
+	}
+}
