@@ -167,3 +167,12 @@ func (a *App) wireMCP(ctx context.Context, e *env, extra []mcp.ServerConfig) (ow
 	e.pipe.UsePreExecute(b.PreExecute)
 	return own, b, nil
 }
+
+// MCPServer returns the named MCP server of the session (the profile's or
+// the session's own), connected or not.
+func (s *Session) MCPServer(name string) (*mcp.Server, bool) {
+	if s.mcpBridge == nil {
+		return nil, false
+	}
+	return s.mcpBridge.Lookup(name)
+}

@@ -89,6 +89,16 @@ func (b *Bridge) Close() {
 	b.owned = map[string]entry{}
 }
 
+// Lookup returns the bound server with the given name.
+func (b *Bridge) Lookup(name string) (*mcp.Server, bool) {
+	for _, s := range b.servers {
+		if s.Name() == name {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
 // Server returns the bound server that owns the model-facing tool name.
 func (b *Bridge) Server(name string) (*mcp.Server, bool) {
 	b.mu.Lock()
