@@ -57,8 +57,16 @@ func dial(ctx, lifetime context.Context, cfg ServerConfig, o Options, handlers *
 	client := sdk.NewClient(implementation, handlers)
 	c := &conn{done: make(chan struct{})}
 	var transport sdk.Transport
-	switch cfg.Transport() {
-	case TransportHTTP:
+	if o.Transport != nil {
+		t, err := o.Transport(cfg)
+		if err != nil {
+			return nil, errorf(CodeStart, cfg.Name, "%w", err)
+		}
+		transport = t
+	}
+	switch {
+	case transport != nil:
+	case cfg.Transport() == TransportHTTP:
 		headers := http.Header{}
 		for k, v := range cfg.Headers {
 			ev, err := expand(v)

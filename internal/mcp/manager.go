@@ -61,8 +61,6 @@ func (b Backoff) Delay(n int) time.Duration {
 	return min(d, b.Max)
 }
 
-type dialFunc func(ctx, lifetime context.Context, cfg ServerConfig, o Options, handlers *sdk.ClientOptions) (*conn, error)
-
 // Options configure a Manager.
 type Options struct {
 	// Dir is the working directory of stdio servers without cwd.
@@ -74,8 +72,12 @@ type Options struct {
 	Warn func(msg string)
 	// Trace, when set, sees every frame dsh writes to a stdio server.
 	Trace func(server string, frame []byte)
+	// Transport, when set and returning a transport for a server, is
+	// used instead of starting its command or reaching its url: a server
+	// implemented inside the process (embedding, tests). It is called for
+	// every connection attempt.
+	Transport func(cfg ServerConfig) (sdk.Transport, error)
 
-	dial  dialFunc
 	clock func() time.Time
 }
 

@@ -65,6 +65,8 @@ type Status struct {
 	// refreshes after notifications/tools/list_changed.
 	Reconnects int `json:"reconnects"`
 	Resyncs    int `json:"resyncs"`
+	// PID is the stdio server's process id while it is connected.
+	PID int `json:"pid,omitempty"`
 }
 
 // Server supervises one configured server: it connects, keeps the tool
@@ -139,6 +141,9 @@ func (s *Server) Status() Status {
 	if s.lastErr != nil {
 		st.LastError = s.lastErr.Error()
 	}
+	if s.conn != nil && s.conn.proc != nil {
+		st.PID = s.conn.proc.Pid()
+	}
 	return st
 }
 
@@ -188,7 +193,12 @@ func mapsKeys(m map[int]func()) func(func(int) bool) {
 // failed.
 func (s *Server) run(ctx context.Context, ready chan<- error) {
 	defer close(s.done)
-	defer s.setState(StateStopped, nil)
+	defer func() {
+		// A server given up stays failed, with its reason.
+		if st := s.Status().State; st != StateFailed {
+			s.setState(StateStopped, nil)
+		}
+	}()
 	b := s.o.Backoff.withDefaults()
 	c, err := s.connect(ctx)
 	ready <- err
@@ -259,11 +269,7 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 			}
 		},
 	}
-	dialer := s.o.dial
-	if dialer == nil {
-		dialer = dial
-	}
-	c, err := dialer(sctx, ctx, s.cfg, s.o, handlers)
+	c, err := dial(sctx, ctx, s.cfg, s.o, handlers)
 	if err != nil {
 		return nil, err
 	}
@@ -310,23 +316,32 @@ func (s *Server) refresh(ctx context.Context, c *conn) {
 	if err != nil {
 		s.lastErr = fmt.Errorf("tool list resync failed (keeping the previous list): %w", err)
 		s.mu.Unlock()
+		s.notify()
 		return
 	}
-	same := sameTools(s.tools, tools)
-	if !same {
+	if !slices.EqualFunc(s.tools, tools, sameTool) {
+		// Unchanged tools keep their values, so a bridge re-registers
+		// only what changed.
+		old := map[string]*Tool{}
+		for _, t := range s.tools {
+			old[t.Name] = t
+		}
+		for i, t := range tools {
+			if o, ok := old[t.Name]; ok && sameTool(o, t) {
+				tools[i] = o
+			}
+		}
 		s.tools = tools
 	}
 	s.mu.Unlock()
-	if !same {
-		s.notify()
-	}
+	// Watchers hear of every resync; an unchanged list keeps the very
+	// same *Tool values, so a bridge re-registers nothing.
+	s.notify()
 }
 
-func sameTools(a, b []*Tool) bool {
-	return slices.EqualFunc(a, b, func(x, y *Tool) bool {
-		return x.Name == y.Name && x.Raw == y.Raw && x.Description == y.Description && x.Title == y.Title &&
-			string(x.InputSchema) == string(y.InputSchema) && string(x.OutputSchema) == string(y.OutputSchema) && x.ReadOnlyHint == y.ReadOnlyHint
-	})
+func sameTool(x, y *Tool) bool {
+	return x.Name == y.Name && x.Raw == y.Raw && x.Description == y.Description && x.Title == y.Title &&
+		string(x.InputSchema) == string(y.InputSchema) && string(x.OutputSchema) == string(y.OutputSchema) && x.ReadOnlyHint == y.ReadOnlyHint
 }
 
 // down records a lost connection and unregisters the tools.
