@@ -19,6 +19,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/tool"
+	"github.com/dsh-dev/dsh/internal/tools/fs"
 )
 
 // callGrace is how much longer the pipeline's limit on a call is than the
@@ -236,6 +237,12 @@ func (b *Bridge) contentOptions(c *tool.Call) contentOptions {
 	o := contentOptions{maxImageSide: b.o.MaxImageSide, maxImage: b.o.MaxImageBytes, maxText: b.o.MaxText}
 	if o.maxText <= 0 {
 		o.maxText = DefaultMaxText
+	}
+	if o.maxImageSide <= 0 {
+		o.maxImageSide = fs.DefaultMaxImageSide
+	}
+	if o.maxImage <= 0 {
+		o.maxImage = fs.DefaultMaxImageBytes
 	}
 	o.images = b.o.Images != nil && b.o.Images(c)
 	return o

@@ -62,11 +62,20 @@ func blocks(content []sdk.Content, o contentOptions) []llm.Block {
 				continue
 			}
 			img, err := fs.PrepareImage(c.Data, o.maxImageSide, o.maxImage)
-			if err != nil {
+			switch {
+			case err == nil:
+				addText(fmt.Sprintf("Image: %dx%d, %s.", img.Width, img.Height, img.MediaType))
+			case fs.ImageType(c.Data) != "" && len(c.Data) <= o.maxImage:
+				// Go's decoders are stricter than the models' (a PNG with a
+				// bad chunk checksum, as server-everything sends, is
+				// refused here and shown fine there): a small image in a
+				// recognised format is passed on as the server sent it.
+				img = fs.Image{Data: c.Data, MediaType: fs.ImageType(c.Data)}
+				addText(fmt.Sprintf("Image: %s, %d bytes (passed on undecoded: %v).", img.MediaType, len(c.Data), err))
+			default:
 				addText(fmt.Sprintf("[image omitted (%s, %d bytes): %v]", c.MIMEType, len(c.Data), err))
 				continue
 			}
-			addText(fmt.Sprintf("Image: %dx%d, %s.", img.Width, img.Height, img.MediaType))
 			flush()
 			out = append(out, llm.Block{Type: llm.BlockImage, MediaType: img.MediaType, Data: base64.StdEncoding.EncodeToString(img.Data)})
 		case *sdk.AudioContent:
