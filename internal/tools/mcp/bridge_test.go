@@ -312,7 +312,9 @@ func TestSchemaMismatchAndTimeout(t *testing.T) {
 func TestBuiltinNotShadowed(t *testing.T) {
 	m := inproc(t, mcp.ServerConfig{Name: "x"}, func(srv *sdk.Server) {
 		srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
-			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil })
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{}, nil
+			})
 	})
 	reg := tool.NewRegistry()
 	builtin := tool.Definition{Name: "mcp__x__echo", Description: "built-in", Parameters: json.RawMessage(`{"type":"object"}`),
@@ -338,7 +340,9 @@ func TestBuiltinNotShadowed(t *testing.T) {
 func TestApprovalDecisions(t *testing.T) {
 	tools := func(srv *sdk.Server) {
 		srv.AddTool(&sdk.Tool{Name: "look", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
-			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil })
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{}, nil
+			})
 	}
 	ask := inproc(t, mcp.ServerConfig{Name: "asks"}, tools)
 	auto := inproc(t, mcp.ServerConfig{Name: "trusted", Approval: mcp.ApprovalAuto}, tools)
