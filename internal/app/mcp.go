@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"go.yaml.in/yaml/v4"
@@ -11,6 +12,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/prompt"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
 	toolsmcp "github.com/dsh-dev/dsh/internal/tools/mcp"
@@ -165,7 +167,38 @@ func (a *App) wireMCP(ctx context.Context, e *env, extra []mcp.ServerConfig) (ow
 		Warn: MCPWarn,
 	})
 	e.pipe.UsePreExecute(b.PreExecute)
+	e.runtime.Add(prompt.RuntimeSection{Name: "mcp:approval", Order: 30, Render: func() string {
+		return mcpApprovalText(servers)
+	}})
 	return own, b, nil
+}
+
+// mcpApprovalText tells the model which MCP servers' calls need
+// approval. It depends on the configuration only, so it does not change
+// with a server's connection state.
+func mcpApprovalText(servers []*mcp.Server) string {
+	var ask, auto []string
+	for _, s := range servers {
+		if s.Config().Disabled {
+			continue
+		}
+		if s.Config().Approval == mcp.ApprovalAuto {
+			auto = append(auto, s.Name())
+		} else {
+			ask = append(ask, s.Name())
+		}
+	}
+	if len(ask)+len(auto) == 0 {
+		return ""
+	}
+	text := "MCP tools (mcp__SERVER__TOOL) are run by external servers, outside the sandbox."
+	if len(ask) > 0 {
+		text += " Every call to a tool of " + strings.Join(ask, ", ") + " needs approval."
+	}
+	if len(auto) > 0 {
+		text += " The user trusts " + strings.Join(auto, ", ") + ": their calls need no approval, except under the read-only preset, where every MCP call does."
+	}
+	return text
 }
 
 // MCPServer returns the named MCP server of the session (the profile's or
