@@ -281,7 +281,7 @@ func TestMCPCommands(t *testing.T) {
 	}
 
 	e.srv.Enqueue(llmtest.Response{Text: "ok"})
-	out, stderr, code = e.dsh("", "run", "--json", "--mcp-prompt", "everything:simple-prompt", "and then some")
+	_, stderr, code = e.dsh("", "run", "--json", "--mcp-prompt", "everything:simple-prompt", "and then some")
 	if code != 0 {
 		t.Fatalf("run --mcp-prompt: %d %s", code, stderr)
 	}
