@@ -298,3 +298,41 @@ func TestMCPCommands(t *testing.T) {
 		t.Errorf("unknown server: exit %d", code)
 	}
 }
+
+// TestMCPCallReviewedUnderAutoPreset: under the auto preset a call to an
+// approval: ask server goes to the automatic reviewer, whose refusal the
+// model reads; nothing is written.
+func TestMCPCallReviewedUnderAutoPreset(t *testing.T) {
+	bin := mcptest.Filesystem(t)
+	e := newEnv(t)
+	root := filepath.Join(e.cwd, "served")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(root, "out.txt")
+	mcpConfig(t, e, fmt.Sprintf("  - {name: fs, command: %s, args: [%s]}\n", bin, root), "")
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("mcp__fs__write_file", map[string]any{"path": target, "content": "x"})}},
+		llmtest.Response{Text: `{"risk":"high","reason":"writes outside what the task needs"}`},
+		llmtest.Response{Text: "understood"},
+	)
+	out, stderr, code := e.dsh("", "run", "--json", "--permission", "auto", "write the file")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, _ := parseJSONRun(t, out)
+	rs := toolResults(t, events)
+	if len(rs) != 1 || !rs[0].IsError || !strings.Contains(blocksText(rs[0].Content), "rejected by the automatic reviewer: high risk") {
+		t.Fatalf("results %+v", rs)
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Error("the reviewed-away write happened")
+	}
+	decided := false
+	for _, ev := range events {
+		decided = decided || (ev.Type == session.TypeApprovalDecided && strings.Contains(string(ev.Data), `"by":"reviewer"`))
+	}
+	if !decided {
+		t.Error("no approval/decided by the reviewer")
+	}
+}

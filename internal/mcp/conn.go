@@ -111,7 +111,7 @@ func dial(ctx, lifetime context.Context, cfg ServerConfig, o Options, handlers *
 	}
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		err = c.startError(cfg.Name, err)
+		err = c.startError(ctx, cfg.Name, err)
 		if c.proc != nil {
 			c.proc.Teardown(context.Background())
 		}
@@ -152,9 +152,16 @@ func (c *conn) watch(cs *sdk.ClientSession) {
 
 // startError explains a failed handshake, with the child's exit status
 // and stderr when it died.
-func (c *conn) startError(server string, err error) error {
+func (c *conn) startError(ctx context.Context, server string, err error) error {
 	if c.proc != nil {
-		t := time.NewTimer(exitGrace)
+		// A handshake that failed by itself usually means the child died:
+		// wait (briefly) for its status. After the startup timeout the
+		// child is alive and mute, and there is nothing to wait for.
+		grace := exitGrace
+		if ctx.Err() != nil {
+			grace = 0
+		}
+		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case <-c.proc.Exited():

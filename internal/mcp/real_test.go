@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -385,5 +387,62 @@ func TestFilesystemServer(t *testing.T) {
 	res, err = s.CallTool(t.Context(), "write_file", json.RawMessage(`{"path":"/etc/dsh-mcp-test","content":"x"}`))
 	if err != nil || !res.IsError {
 		t.Errorf("write outside the root: %v %+v", err, res)
+	}
+}
+
+// TestStartupTimeout: a server that never answers the handshake fails
+// after startup_timeout, and its process group is gone.
+func TestStartupTimeout(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	script := filepath.Join(dir, "mute.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := Start(t.Context(), []ServerConfig{{Name: "mute", Command: script, StartupTimeout: 300 * time.Millisecond, Required: true}}, Options{Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "no handshake within the startup timeout") {
+		t.Fatalf("err %v", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("took %v", el)
+	}
+	b, _ := os.ReadFile(pidFile)
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil {
+		t.Fatal(err)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("the mute server %d is still running", pid)
+	}
+}
+
+// TestHTTPHeadersFromEnvironment: configured headers reach the server,
+// with ${NAME} taken from dsh's environment.
+func TestHTTPHeadersFromEnvironment(t *testing.T) {
+	got := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.Header.Get("Authorization"):
+		default:
+		}
+		http.Error(w, "no", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	t.Setenv("DSH_TEST_MCP_TOKEN", "t0ken")
+	m, err := Start(t.Context(), []ServerConfig{{Name: "h", URL: srv.URL + "/mcp", Headers: map[string]string{"Authorization": "Bearer ${DSH_TEST_MCP_TOKEN}"}}}, Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if h := <-got; h != "Bearer t0ken" {
+		t.Errorf("Authorization %q", h)
+	}
+	if st := m.Status()[0]; st.State != StateFailed || !strings.Contains(st.LastError, "MCP_START") {
+		t.Errorf("status %+v", st)
+	}
+	_, err = Start(t.Context(), []ServerConfig{{Name: "h", URL: srv.URL, Required: true, Headers: map[string]string{"X": "${DSH_TEST_UNSET_VARIABLE}"}}}, Options{Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "DSH_TEST_UNSET_VARIABLE is not set") {
+		t.Errorf("unset variable: %v", err)
 	}
 }

@@ -306,3 +306,24 @@ func TestResyncAfterListChanged(t *testing.T) {
 		t.Errorf("after a failed resync: %+v", st)
 	}
 }
+
+// TestToolListPaging: a server that pages its tool list is read to the
+// end.
+func TestToolListPaging(t *testing.T) {
+	p := newInproc()
+	p.srv = sdk.NewServer(&sdk.Implementation{Name: "paged", Version: "1"}, &sdk.ServerOptions{PageSize: 2})
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		sdk.AddTool(p.srv, &sdk.Tool{Name: n}, func(context.Context, *sdk.CallToolRequest, echoIn) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{}, nil, nil
+		})
+	}
+	defer p.drop()
+	m, err := Start(t.Context(), []ServerConfig{{Name: "x", Command: "in-process", Tools: ToolFilter{Deny: []string{"c"}}}}, Options{Transport: p.transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if names := m.Status()[0].Tools; strings.Join(names, ",") != "mcp__x__a,mcp__x__b,mcp__x__d,mcp__x__e" {
+		t.Errorf("tools over three pages, c denied: %v", names)
+	}
+}
