@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -372,15 +373,14 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 			return nil, err
 		}
 	}
-	// MCP tools are offered to sessions with the preset's whole tool set;
-	// a child restricted to an allow-list gets only what it names.
-	var mcpBridge *toolsmcp.Bridge
-	var mcpOwn *mcp.Manager
-	if len(w.allow) == 0 {
-		var err error
-		if mcpOwn, mcpBridge, err = a.wireMCP(ctx, e, w.mcpServers); err != nil {
-			return nil, err
-		}
+	// MCP tools follow a child's tool filter like the preset's tools: an
+	// allow-list offers only what it names, a deny-list removes.
+	offer := func(name string) bool {
+		return (len(w.allow) == 0 || slices.Contains(w.allow, name)) && !slices.Contains(w.deny, name)
+	}
+	mcpOwn, mcpBridge, err := a.wireMCP(ctx, e, w.mcpServers, offer)
+	if err != nil {
+		return nil, err
 	}
 	wired := false
 	defer func() {

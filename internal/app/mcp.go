@@ -129,7 +129,7 @@ func (a *App) closeMCP() {
 // e.g. servers an ACP client names in session/new, started for this
 // session only and stopped with it) to the session's registry, and
 // installs the MCP approval middleware.
-func (a *App) wireMCP(ctx context.Context, e *env, extra []mcp.ServerConfig) (own *mcp.Manager, b *toolsmcp.Bridge, err error) {
+func (a *App) wireMCP(ctx context.Context, e *env, extra []mcp.ServerConfig, offer func(string) bool) (own *mcp.Manager, b *toolsmcp.Bridge, err error) {
 	shared, err := a.mcpManager(ctx, e.cwd)
 	if err != nil {
 		return nil, nil, &ConfigError{err}
@@ -164,7 +164,8 @@ func (a *App) wireMCP(ctx context.Context, e *env, extra []mcp.ServerConfig) (ow
 			}
 			return permission.Current(log).Mode == sandbox.ReadOnly
 		},
-		Warn: MCPWarn,
+		Warn:  MCPWarn,
+		Offer: offer,
 	})
 	e.pipe.UsePreExecute(b.PreExecute)
 	e.runtime.Add(prompt.RuntimeSection{Name: "mcp:approval", Order: 30, Render: func() string {

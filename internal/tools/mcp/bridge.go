@@ -40,6 +40,9 @@ type Options struct {
 	ReadOnly func() bool
 	// Warn reports a tool that could not be registered.
 	Warn func(msg string)
+	// Offer, when set, decides which model-facing names this session is
+	// offered (a subagent child's tool filter); nil offers every tool.
+	Offer func(name string) bool
 }
 
 // Bridge keeps one registry in step with a set of servers.
@@ -122,7 +125,9 @@ func (b *Bridge) sync() {
 	resources := false
 	for _, s := range b.servers {
 		for _, t := range s.Tools() {
-			want[t.Name] = entry{server: s, tool: t}
+			if b.offered(t.Name) {
+				want[t.Name] = entry{server: s, tool: t}
+			}
 		}
 		resources = resources || s.HasResources()
 	}
@@ -150,10 +155,15 @@ func (b *Bridge) sync() {
 		}
 		b.owned[name] = e
 	}
-	_, haveRes := b.owned[ListResourcesName]
+	_, haveList := b.owned[ListResourcesName]
+	_, haveRead := b.owned[ReadResourceName]
+	haveRes := haveList || haveRead
 	switch {
 	case resources && !haveRes:
 		for _, def := range []tool.Definition{b.listResources(), b.readResource()} {
+			if !b.offered(def.Name) {
+				continue
+			}
 			if _, taken := b.reg.Lookup("", def.Name); taken {
 				b.warn("mcp: %s not offered: the name is taken by another tool", def.Name)
 				continue
@@ -173,6 +183,8 @@ func (b *Bridge) sync() {
 		}
 	}
 }
+
+func (b *Bridge) offered(name string) bool { return b.o.Offer == nil || b.o.Offer(name) }
 
 func mapKeys(m map[string]entry) func(func(string) bool) {
 	return func(yield func(string) bool) {

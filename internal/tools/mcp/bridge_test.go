@@ -378,3 +378,20 @@ func TestApprovalDecisions(t *testing.T) {
 		t.Error("a trusted read-only tool is not concurrency-safe")
 	}
 }
+
+// TestOfferFilter: a session's filter (a child's allow-list) decides
+// which MCP tools it is offered.
+func TestOfferFilter(t *testing.T) {
+	m := inproc(t, mcp.ServerConfig{Name: "x"}, func(srv *sdk.Server) {
+		for _, n := range []string{"a", "b"} {
+			srv.AddTool(&sdk.Tool{Name: n, InputSchema: json.RawMessage(`{"type":"object"}`)},
+				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil })
+		}
+	})
+	reg := tool.NewRegistry()
+	b := Bind(reg, m.Servers(), Options{Offer: func(name string) bool { return name == "mcp__x__b" }})
+	defer b.Close()
+	if got := reg.Names(""); strings.Join(got, ",") != "mcp__x__b" {
+		t.Errorf("offered %v", got)
+	}
+}
