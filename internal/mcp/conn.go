@@ -182,7 +182,7 @@ const exitGrace = 2 * time.Second
 
 func exitText(info proc.ExitInfo) string {
 	if info.Signaled {
-		return "killed by " + info.Signal.String()
+		return fmt.Sprintf("killed by signal %d, %s", int(info.Signal), info.Signal)
 	}
 	return fmt.Sprintf("exit status %d", info.Code)
 }

@@ -200,10 +200,13 @@ func (s *Server) run(ctx context.Context, ready chan<- error) {
 		}
 	}()
 	b := s.o.Backoff.withDefaults()
-	c, err := s.connect(ctx)
+	c, err := s.connect(ctx, false)
+	if err != nil {
+		// The state first, so whoever reads ready sees it.
+		s.setState(StateFailed, err)
+	}
 	ready <- err
 	if err != nil {
-		s.setState(StateFailed, err)
 		return
 	}
 	outage := 0
@@ -230,11 +233,8 @@ func (s *Server) run(ctx context.Context, ready chan<- error) {
 			if !sleep(ctx, b.Delay(outage)) {
 				return
 			}
-			c, err = s.connect(ctx)
+			c, err = s.connect(ctx, true)
 			if err == nil {
-				s.mu.Lock()
-				s.reconnects++
-				s.mu.Unlock()
 				break
 			}
 			if ctx.Err() != nil {
@@ -257,8 +257,9 @@ func (s *Server) lastError() error {
 	return s.lastErr
 }
 
-// connect dials, lists the tools and publishes the connection.
-func (s *Server) connect(ctx context.Context) (*conn, error) {
+// connect dials, lists the tools and publishes the connection (counted
+// as a reconnection when again is set).
+func (s *Server) connect(ctx context.Context, again bool) (*conn, error) {
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StartupTimeout)
 	defer cancel()
 	handlers := &sdk.ClientOptions{
@@ -286,6 +287,9 @@ func (s *Server) connect(ctx context.Context) (*conn, error) {
 	}
 	s.mu.Lock()
 	s.conn, s.tools, s.caps, s.state, s.lastErr = c, tools, caps, StateConnected, nil
+	if again {
+		s.reconnects++
+	}
 	s.mu.Unlock()
 	s.notify()
 	return c, nil
