@@ -385,7 +385,9 @@ func TestOfferFilter(t *testing.T) {
 	m := inproc(t, mcp.ServerConfig{Name: "x"}, func(srv *sdk.Server) {
 		for _, n := range []string{"a", "b"} {
 			srv.AddTool(&sdk.Tool{Name: n, InputSchema: json.RawMessage(`{"type":"object"}`)},
-				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil })
+				func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+					return &sdk.CallToolResult{}, nil
+				})
 		}
 	})
 	reg := tool.NewRegistry()
