@@ -299,12 +299,10 @@ func TestServersStartInParallel(t *testing.T) {
 	}
 }
 
-// TestEverythingOverStreamableHTTP reaches server-everything over
-// streamable HTTP on loopback, with a header that references the
-// environment.
-func TestEverythingOverStreamableHTTP(t *testing.T) {
-	bin := mcptest.Everything(t)
-	port := freePort(t)
+// startHTTPEverything runs server-everything over streamable HTTP on
+// port and returns once it listens; stop kills it.
+func startHTTPEverything(t *testing.T, bin, port string) (stop func()) {
+	t.Helper()
 	cmd := exec.Command(bin, "streamableHttp")
 	cmd.Env = append(os.Environ(), "PORT="+port)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -320,12 +318,16 @@ func TestEverythingOverStreamableHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	drained := make(chan struct{})
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		<-drained
-		r.Close()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			<-drained
+			r.Close()
+		})
+	}
+	t.Cleanup(stop)
 	// The server says when it listens; the rest of its stderr is drained
 	// until it dies.
 	sc := bufio.NewScanner(r)
@@ -335,8 +337,20 @@ func TestEverythingOverStreamableHTTP(t *testing.T) {
 		defer close(drained)
 		_, _ = io.Copy(io.Discard, r)
 	}()
+	return stop
+}
+
+// TestEverythingOverStreamableHTTP reaches server-everything over
+// streamable HTTP on loopback, with a header that references the
+// environment; when the server dies the tools go, and when it is back
+// the supervisor reconnects.
+func TestEverythingOverStreamableHTTP(t *testing.T) {
+	bin := mcptest.Everything(t)
+	port := freePort(t)
+	stop := startHTTPEverything(t, bin, port)
 	t.Setenv("DSH_TEST_MCP_TOKEN", "tok")
-	_, s := startOne(t, ServerConfig{Name: "remote", URL: "http://127.0.0.1:" + port + "/mcp", Headers: map[string]string{"Authorization": "Bearer ${DSH_TEST_MCP_TOKEN}"}}, Options{})
+	_, s := startOne(t, ServerConfig{Name: "remote", URL: "http://127.0.0.1:" + port + "/mcp", Headers: map[string]string{"Authorization": "Bearer ${DSH_TEST_MCP_TOKEN}"}},
+		Options{Backoff: Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Attempts: 20}})
 	st := s.Status()
 	if st.State != StateConnected || st.Transport != TransportHTTP || len(st.Tools) == 0 {
 		t.Fatalf("status %+v", st)
@@ -356,6 +370,19 @@ func TestEverythingOverStreamableHTTP(t *testing.T) {
 	p, err := s.GetPrompt(t.Context(), "simple-prompt", nil)
 	if err != nil || len(p.Messages) != 1 {
 		t.Fatalf("prompt: %v", err)
+	}
+
+	ch, stopWatch := changes(s)
+	defer stopWatch()
+	stop()
+	await(t, ch, "disconnection", func() bool { return len(s.Tools()) == 0 })
+	if _, err := s.CallTool(t.Context(), "echo", json.RawMessage(`{"message":"x"}`)); CodeOf(err) != CodeDisconnected {
+		t.Errorf("call while down: %v", err)
+	}
+	startHTTPEverything(t, bin, port)
+	await(t, ch, "reconnection", func() bool { return s.Status().Reconnects == 1 && s.Connected() })
+	if res, err := s.CallTool(t.Context(), "echo", json.RawMessage(`{"message":"back"}`)); err != nil || text(t, res) != "Echo: back" {
+		t.Errorf("echo after reconnecting: %v", err)
 	}
 }
 
