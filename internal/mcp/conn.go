@@ -30,19 +30,39 @@ type conn struct {
 // Session returns the SDK session.
 func (c *conn) session() *sdk.ClientSession { return c.cs }
 
-// close ends the session and tears down the process group; it waits for
-// both. Safe to call more than once.
+// close ends the session and tears down the process group, and waits
+// for both. Closing the session closes a stdio server's stdin, which
+// asks it to exit; one that has not exited after closeGrace is
+// terminated (TERM, then KILL, the whole group). When the Manager closes,
+// the end of its lifetime context has already started that teardown
+// (proc.Start), so shutting down never waits for a server. Safe to call
+// more than once.
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
-		if c.cs != nil {
-			_ = c.cs.Close()
-		}
+		closed := make(chan struct{})
+		go func() { // ends when the transport does: at the latest after Teardown below
+			defer close(closed)
+			if c.cs != nil {
+				_ = c.cs.Close()
+			}
+		}()
 		if c.proc != nil {
+			t := time.NewTimer(closeGrace)
+			select {
+			case <-c.proc.Exited():
+			case <-t.C:
+			}
+			t.Stop()
 			c.proc.Teardown(context.Background())
 		}
+		<-closed
 	})
 	<-c.done
 }
+
+// closeGrace is how long a stdio server gets to exit after its stdin
+// closed.
+const closeGrace = 2 * time.Second
 
 // implementation is what dsh says it is in the handshake.
 var implementation = &sdk.Implementation{Name: "dsh", Version: "dev"}

@@ -269,33 +269,34 @@ func TestRequiredServerFailsStart(t *testing.T) {
 	}
 }
 
-// TestServersStartInParallel: three servers each taking a second to
-// start are all up in well under three seconds.
+// TestServersStartInParallel: each of three servers waits, before it
+// starts, until all three have been launched (a barrier of marker
+// files). Started in series, the first would wait forever and fail its
+// startup timeout; started in parallel, all three connect.
 func TestServersStartInParallel(t *testing.T) {
 	bin := mcptest.Everything(t)
 	dir := t.TempDir()
-	script := filepath.Join(dir, "slow.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\nsleep 1\nexec "+bin+"\n"), 0o755); err != nil {
+	marks := filepath.Join(dir, "marks")
+	if err := os.Mkdir(marks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "barrier.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marks+"/$1\nwhile [ $(ls "+marks+" | wc -l) -lt 3 ]; do sleep 0.05; done\nexec "+bin+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	var cfgs []ServerConfig
 	for _, n := range []string{"a", "b", "c"} {
-		cfgs = append(cfgs, ServerConfig{Name: n, Command: script})
+		cfgs = append(cfgs, ServerConfig{Name: n, Command: script, Args: []string{n}, StartupTimeout: 20 * time.Second, Required: true})
 	}
-	start := time.Now()
 	m, err := Start(t.Context(), cfgs, Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	el := time.Since(start)
 	for _, st := range m.Status() {
 		if st.State != StateConnected {
 			t.Errorf("%+v", st)
 		}
-	}
-	if el >= 2900*time.Millisecond {
-		t.Errorf("three servers that each start in 1 s took %v: started in series?", el)
 	}
 }
 
@@ -472,4 +473,53 @@ func TestHTTPHeadersFromEnvironment(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "DSH_TEST_UNSET_VARIABLE is not set") {
 		t.Errorf("unset variable: %v", err)
 	}
+}
+
+// TestCloseStopsAServerThatIgnoresEOF: a server that does not exit when
+// its stdin closes is terminated, with its whole process group, instead
+// of holding dsh's exit up.
+func TestCloseStopsAServerThatIgnoresEOF(t *testing.T) {
+	bin := mcptest.Everything(t)
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	// The sleeper keeps the pipe into the server open after dsh closes
+	// its end, so the server never reads EOF.
+	script := filepath.Join(dir, "stubborn.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec 3<&0\n( cat <&3; sleep 600 ) | "+bin+" &\necho $! > "+pids+"\nwait\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Start(t.Context(), []ServerConfig{{Name: "stubborn", Command: script, StartupTimeout: 10 * time.Second}}, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Status()[0]; st.State != StateConnected {
+		t.Fatalf("%+v", st)
+	}
+	b, _ := os.ReadFile(pids)
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	m.Close()
+	el := time.Since(start)
+	t.Logf("Close took %v", el)
+	if el > 10*time.Second {
+		t.Errorf("Close took %v", el)
+	}
+	if alive(pid) {
+		t.Errorf("the server %d outlived Close", pid)
+	}
+}
+
+// alive reports whether pid is a live process (not gone, not a zombie
+// waiting for whoever reaps orphans here).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
