@@ -106,7 +106,7 @@ func (a *App) mcpManager(ctx context.Context, dir string) (*mcp.Manager, error) 
 	if len(cfgs) == 0 {
 		return nil, nil
 	}
-	a.mcp.mgr, a.mcp.err = mcp.Start(ctx, cfgs, mcp.Options{Dir: dir, Warn: MCPWarn})
+	a.mcp.mgr, a.mcp.err = mcp.Start(ctx, cfgs, mcp.Options{Dir: dir, Warn: MCPWarn, ClientVersion: Version})
 	return a.mcp.mgr, a.mcp.err
 }
 
@@ -144,7 +144,7 @@ func (a *App) wireMCP(ctx context.Context, e *env, extra []mcp.ServerConfig, off
 				return nil, nil, &ConfigError{fmt.Errorf("mcp server %s is configured in the profile and again for the session", extra[i].Name)}
 			}
 		}
-		own, err = mcp.Start(ctx, extra, mcp.Options{Dir: e.cwd, Warn: MCPWarn})
+		own, err = mcp.Start(ctx, extra, mcp.Options{Dir: e.cwd, Warn: MCPWarn, ClientVersion: Version})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -48,7 +48,7 @@ func startMCP(ctx context.Context, cfgs []mcp.ServerConfig) (*mcp.Manager, error
 	if err != nil {
 		return nil, err
 	}
-	return mcp.Start(ctx, cfgs, mcp.Options{Dir: dir, Warn: func(string) {}})
+	return mcp.Start(ctx, cfgs, mcp.Options{Dir: dir, Warn: func(string) {}, ClientVersion: app.Version})
 }
 
 // probeMCP starts every configured server once (a required one failing

@@ -64,17 +64,15 @@ func (c *conn) close() {
 // closed.
 const closeGrace = 2 * time.Second
 
-// implementation is what dsh says it is in the handshake.
-var implementation = &sdk.Implementation{Name: "dsh", Version: "dev"}
-
-// Version sets the version dsh reports to servers.
-func Version(v string) { implementation = &sdk.Implementation{Name: "dsh", Version: v} }
-
 // dial starts (stdio) or reaches (HTTP) the server and completes the
 // MCP handshake. ctx bounds the start-up only; the connection then lives
 // until close (or lifetime ends, which tears a stdio child down).
 func dial(ctx, lifetime context.Context, cfg ServerConfig, o Options, handlers *sdk.ClientOptions) (*conn, error) {
-	client := sdk.NewClient(implementation, handlers)
+	version := o.ClientVersion
+	if version == "" {
+		version = "dev"
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "dsh", Version: version}, handlers)
 	c := &conn{done: make(chan struct{})}
 	var transport sdk.Transport
 	if o.Transport != nil {

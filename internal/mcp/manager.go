@@ -65,6 +65,8 @@ func (b Backoff) Delay(n int) time.Duration {
 type Options struct {
 	// Dir is the working directory of stdio servers without cwd.
 	Dir string
+	// ClientVersion is the version dsh reports in the handshake.
+	ClientVersion string
 	// Backoff is the reconnection schedule (zero fields: DefaultBackoff).
 	Backoff Backoff
 	// Warn reports a problem that does not stop dsh (a skipped server, a

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -166,22 +167,12 @@ func (s *Server) Watch(f func()) (stop func()) {
 func (s *Server) notify() {
 	s.mu.Lock()
 	fs := make([]func(), 0, len(s.watchers))
-	for _, id := range slices.Sorted(mapsKeys(s.watchers)) {
+	for _, id := range slices.Sorted(maps.Keys(s.watchers)) {
 		fs = append(fs, s.watchers[id])
 	}
 	s.mu.Unlock()
 	for _, f := range fs {
 		f()
-	}
-}
-
-func mapsKeys(m map[int]func()) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 

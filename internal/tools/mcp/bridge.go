@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -140,7 +141,7 @@ func (b *Bridge) sync() {
 			delete(b.owned, name)
 		}
 	}
-	for _, name := range slices.Sorted(mapKeys(want)) {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
 		if _, ok := b.owned[name]; ok {
 			continue
 		}
@@ -185,16 +186,6 @@ func (b *Bridge) sync() {
 }
 
 func (b *Bridge) offered(name string) bool { return b.o.Offer == nil || b.o.Offer(name) }
-
-func mapKeys(m map[string]entry) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
 
 func (b *Bridge) warn(format string, args ...any) {
 	if b.o.Warn != nil {
