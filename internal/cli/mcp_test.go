@@ -336,3 +336,24 @@ func TestMCPCallReviewedUnderAutoPreset(t *testing.T) {
 		t.Error("no approval/decided by the reviewer")
 	}
 }
+
+// TestMCPTimeout: a call past the server's tool_timeout ends with
+// MCP_TIMEOUT in the log, and the run goes on.
+func TestMCPTimeout(t *testing.T) {
+	bin := mcptest.Everything(t)
+	e := newEnv(t)
+	mcpConfig(t, e, fmt.Sprintf("  - {name: everything, command: %s, approval: auto, tool_timeout: 1s}\n", bin), "")
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("mcp__everything__trigger-long-running-operation", map[string]any{"duration": 30, "steps": 30})}},
+		llmtest.Response{Text: "it timed out"},
+	)
+	out, stderr, code := e.dsh("", "run", "--json", "run the long operation")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, res := parseJSONRun(t, out)
+	rs := toolResults(t, events)
+	if res.Status != "completed" || len(rs) != 1 || !rs[0].IsError || rs[0].Error == nil || rs[0].Error.Code != "MCP_TIMEOUT" {
+		t.Fatalf("result %+v, tool results %+v", res, rs)
+	}
+}
