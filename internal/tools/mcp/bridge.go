@@ -57,6 +57,9 @@ type Bridge struct {
 	owned  map[string]entry
 	stops  []func()
 	closed bool
+	// warned keeps a name that could not be registered from being
+	// reported again at every resync.
+	warned map[string]bool
 }
 
 type entry struct {
@@ -69,7 +72,7 @@ type entry struct {
 // connection unregisters. A name already registered by something else
 // (a built-in tool) is never replaced.
 func Bind(reg *tool.Registry, servers []*mcp.Server, o Options) *Bridge {
-	b := &Bridge{reg: reg, o: o, servers: slices.Clone(servers), owned: map[string]entry{}}
+	b := &Bridge{reg: reg, o: o, servers: slices.Clone(servers), owned: map[string]entry{}, warned: map[string]bool{}}
 	for _, s := range b.servers {
 		b.stops = append(b.stops, s.Watch(b.sync))
 	}
@@ -147,11 +150,11 @@ func (b *Bridge) sync() {
 		}
 		e := want[name]
 		if _, taken := b.reg.Lookup("", name); taken {
-			b.warn("mcp server %s: tool %s not offered: the name is taken by another tool", e.server.Name(), name)
+			b.warnOnce(name, "mcp server %s: tool %s not offered: the name is taken by another tool", e.server.Name(), name)
 			continue
 		}
 		if err := b.reg.Register("", b.definition(e.server, e.tool)); err != nil {
-			b.warn("mcp server %s: tool %s not offered: %v", e.server.Name(), name, err)
+			b.warnOnce(name, "mcp server %s: tool %s not offered: %v", e.server.Name(), name, err)
 			continue
 		}
 		b.owned[name] = e
@@ -166,11 +169,11 @@ func (b *Bridge) sync() {
 				continue
 			}
 			if _, taken := b.reg.Lookup("", def.Name); taken {
-				b.warn("mcp: %s not offered: the name is taken by another tool", def.Name)
+				b.warnOnce(def.Name, "mcp: %s not offered: the name is taken by another tool", def.Name)
 				continue
 			}
 			if err := b.reg.Register("", def); err != nil {
-				b.warn("mcp: %s not offered: %v", def.Name, err)
+				b.warnOnce(def.Name, "mcp: %s not offered: %v", def.Name, err)
 				continue
 			}
 			b.owned[def.Name] = entry{}
@@ -187,7 +190,13 @@ func (b *Bridge) sync() {
 
 func (b *Bridge) offered(name string) bool { return b.o.Offer == nil || b.o.Offer(name) }
 
-func (b *Bridge) warn(format string, args ...any) {
+// warnOnce reports a problem with name the first time it happens.
+// Called with b.mu held.
+func (b *Bridge) warnOnce(name, format string, args ...any) {
+	if b.warned[name] {
+		return
+	}
+	b.warned[name] = true
 	if b.o.Warn != nil {
 		b.o.Warn(fmt.Sprintf(format, args...))
 	}
