@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/config"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/projection"
 	"github.com/dsh-dev/dsh/internal/prompt"
@@ -34,6 +36,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
+	toolsmcp "github.com/dsh-dev/dsh/internal/tools/mcp"
 )
 
 // Version is the dsh version string, set by the linker for releases.
@@ -57,6 +60,7 @@ type App struct {
 	manager   *subagent.Manager // guarded by subMu; continuable children
 
 	codex codexState // the Codex provider, built on first use
+	mcp   mcpState   // the profile's MCP servers, started on first use
 
 	Home        string
 	Config      config.Config
@@ -125,6 +129,14 @@ func Compose(o Options) (string, config.Config, *compose.Composition, error) {
 			_ = node.Encode(modelDefaults{Default: provider.DefaultModel, Effort: cfg.Effort, MaxTokens: cfg.MaxTokens})
 		}
 		home2.Rows = append([]compose.Row{{ID: "model", Module: "model", Config: node}}, home2.Rows...)
+	}
+	if len(cfg.MCPServers) > 0 {
+		rows, err := mcpRows(cfg.MCPServers)
+		if err != nil {
+			return "", cfg, nil, err
+		}
+		// First in the layer, so a profile row with the same id wins.
+		home2.Rows = append(rows, home2.Rows...)
 	}
 	layers := []compose.Layer{{Source: "built-in", Rows: base}, home2}
 	for _, p := range o.Patches {
@@ -205,6 +217,7 @@ func (a *App) Close() error {
 	if a.jobs != nil {
 		_ = a.jobs.reg.Close()
 	}
+	a.closeMCP()
 	return a.Store.Close()
 }
 
@@ -233,6 +246,10 @@ type SessionOptions struct {
 	// Holder says what holds the session's lease while it is open ("dsh
 	// run"), for the message a second process gets; "" means "dsh".
 	Holder string
+	// MCPServers are MCP servers for this session only, beside the
+	// profile's (e.g. the mcpServers an ACP client sends in session/new):
+	// started when the session is wired, stopped by Session.Close.
+	MCPServers []mcp.ServerConfig
 }
 
 // Session is a wired agent over a live session log.
@@ -257,6 +274,10 @@ type Session struct {
 	// lease is the session lease this process holds (nil for children,
 	// which their parent's process writes).
 	lease store.Lease
+	// mcpBridge keeps the registry in step with the MCP servers;
+	// mcpOwn are the session's own servers (SessionOptions.MCPServers).
+	mcpBridge *toolsmcp.Bridge
+	mcpOwn    *mcp.Manager
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -289,7 +310,7 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 		return nil, err
 	}
 	s, err := a.wire(ctx, log, route, effort, wiring{
-		human: o.Human, permPreset: o.Permission, approval: o.Approval, extraTools: a.extraTools,
+		human: o.Human, permPreset: o.Permission, approval: o.Approval, extraTools: a.extraTools, mcpServers: o.MCPServers,
 	})
 	// A new session is stored and leased while it is wired.
 	lease, lerr := leased()
@@ -337,6 +358,8 @@ type wiring struct {
 	extraTools []tool.Definition
 	// persona is an extra system prompt section (subagent children).
 	persona string
+	// mcpServers are the session's own MCP servers.
+	mcpServers []mcp.ServerConfig
 }
 
 // wire builds the agent for an opened log from the composed profile.
@@ -411,6 +434,24 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 			return nil, err
 		}
 	}
+	// MCP tools follow a child's tool filter like the preset's tools: an
+	// allow-list offers only what it names, a deny-list removes.
+	offer := func(name string) bool {
+		return (len(w.allow) == 0 || slices.Contains(w.allow, name)) && !slices.Contains(w.deny, name)
+	}
+	mcpOwn, mcpBridge, err := a.wireMCP(ctx, e, w.mcpServers, offer)
+	if err != nil {
+		return nil, err
+	}
+	wired := false
+	defer func() {
+		if !wired {
+			if mcpBridge != nil {
+				mcpBridge.Close()
+			}
+			mcpOwn.Close()
+		}
+	}()
 	for name := range e.tools {
 		if e.declined[name] {
 			continue
@@ -454,7 +495,9 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	}
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler}, nil
+	wired = true
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
+		mcpBridge: mcpBridge, mcpOwn: mcpOwn}, nil
 }
 
 func newMessageID() string {

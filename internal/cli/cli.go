@@ -80,6 +80,8 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return serveCmd(ctx, args[1:], stdio)
 	case "delegate":
 		return delegateCmd(ctx, args[1:], stdio)
+	case "mcp":
+		return mcpCmd(ctx, args[1:], stdio)
 	case "acp":
 		return acpCmd(ctx, args[1:], stdio)
 	case "rpc":
