@@ -205,7 +205,7 @@ func (s *server) initialize(params json.RawMessage) (any, *jsonrpc.Error) {
 		"agentCapabilities": obj{
 			"loadSession":         true,
 			"promptCapabilities":  obj{"image": images, "audio": false, "embeddedContext": true},
-			"mcpCapabilities":     obj{"http": false, "sse": false},
+			"mcpCapabilities":     obj{"http": true, "sse": false},
 			"sessionCapabilities": obj{"list": obj{}, "resume": obj{}, "close": obj{}},
 		},
 		"authMethods": []any{},

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/leakcheck"
+	"github.com/dsh-dev/dsh/internal/mcp/mcptest"
 	"github.com/dsh-dev/dsh/internal/peers"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/schema"
@@ -42,6 +43,9 @@ func TestMain(m *testing.M) {
 func sdkDir(t *testing.T) string {
 	t.Helper()
 	dir, candidates := findSDK()
+	if dir == "" && os.Getenv(mcptest.RequireEnv) == "1" {
+		t.Fatalf("the official ACP SDK (%s) is not installed (looked in %s) and %s=1", peers.ACPSDK, strings.Join(candidates, ", "), mcptest.RequireEnv)
+	}
 	if dir == "" {
 		t.Skipf("the official ACP SDK (%s) is not installed under the peers prefix (looked in %s); .ci/run installs it", peers.ACPSDK, strings.Join(candidates, ", "))
 	}

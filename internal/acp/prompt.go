@@ -12,6 +12,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/session"
 )
 
@@ -22,6 +23,10 @@ type sess struct {
 	ctx    context.Context // the pump's; ends on close
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the pump has ended
+
+	// mcp are the MCP servers the client named for the session: they are
+	// started again whenever the session is reopened.
+	mcp []mcp.ServerConfig
 
 	mu      sync.Mutex
 	tr      *translator     // guarded by mu; the pump's after attach
@@ -175,11 +180,10 @@ func (s *server) prompt(ctx context.Context, params json.RawMessage) (any, *json
 	_, images, live := s.h.Route(ss.id)
 	if !live {
 		// Disposed while idle: reopen it on the model its log last used,
-		// not the profile's (an on-demand resume would take that).
-		if m := ss.model(); m != "" {
-			if _, err := s.h.Resume(ctx, host.ResumeRequest{ID: ss.id, Model: m}); err != nil {
-				return nil, hostError(err)
-			}
+		// not the profile's (an on-demand resume would take that), with
+		// the client's MCP servers.
+		if _, err := s.h.Resume(ctx, host.ResumeRequest{ID: ss.id, Model: ss.model(), MCPServers: ss.mcp}); err != nil {
+			return nil, hostError(err)
 		}
 		_, images, live = s.h.Route(ss.id)
 		if !live {

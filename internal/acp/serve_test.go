@@ -3,9 +3,11 @@ package acp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/mcp/mcptest"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 )
@@ -506,31 +509,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestMCPServersIgnoredAndListPaging: MCP servers in session/new are
-// accepted and ignored with a note (dsh has no MCP client yet, and says
-// so in mcpCapabilities); session/list filters by cwd and pages.
-func TestMCPServersIgnoredAndListPaging(t *testing.T) {
-	var diag lockedBuffer
-	x := newHarness(t, acp.Options{Log: &diag})
-	var init struct {
-		AgentCapabilities struct {
-			MCPCapabilities map[string]bool `json:"mcpCapabilities"`
-		} `json:"agentCapabilities"`
-	}
-	x.mustCall("initialize", map[string]any{"protocolVersion": 1}, &init)
-	if init.AgentCapabilities.MCPCapabilities["http"] || init.AgentCapabilities.MCPCapabilities["sse"] {
-		t.Errorf("mcp capabilities %v", init.AgentCapabilities.MCPCapabilities)
-	}
-	var r struct {
-		SessionID string `json:"sessionId"`
-	}
-	x.mustCall("session/new", map[string]any{"cwd": x.cwd, "mcpServers": []any{
-		map[string]any{"name": "fs", "command": "/bin/mcp-fs", "args": []string{}, "env": []any{}},
-	}}, &r)
-	if r.SessionID == "" || !strings.Contains(diag.String(), "1 MCP server(s) ignored") {
-		t.Fatalf("session %q, diagnostics %q", r.SessionID, diag.String())
-	}
-	ids := map[string]bool{r.SessionID: true}
+// TestListPaging: session/list filters by cwd and pages.
+func TestListPaging(t *testing.T) {
+	x := newHarness(t, acp.Options{})
+	x.init()
+	ids := map[string]bool{x.newSession(): true}
 	for len(ids) < 53 {
 		ids[x.newSession()] = true
 	}
@@ -592,5 +575,65 @@ func TestImagesWhenTheModelTakesThem(t *testing.T) {
 	body, _ := json.Marshal(x.srv.Requests()[0].Messages())
 	if r.StopReason != "end_turn" || !strings.Contains(string(body), png) {
 		t.Fatalf("stop %q; the request does not carry the image: %s", r.StopReason, body)
+	}
+}
+
+// TestMCPServersFromSessionNew: the MCP servers a client names in
+// session/new serve the session's tools (names reduced to dsh's
+// alphabet), asking before each call like any untrusted server; SSE
+// servers are refused (mcpCapabilities.sse is false).
+func TestMCPServersFromSessionNew(t *testing.T) {
+	bin := mcptest.Everything(t)
+	var diag lockedBuffer
+	x := newHarness(t, acp.Options{Log: &diag})
+	var asked []string
+	var mu sync.Mutex
+	x.permission = func(params json.RawMessage) any {
+		var p struct {
+			ToolCall struct{ ToolCallID string } `json:"toolCall"`
+		}
+		_ = json.Unmarshal(params, &p)
+		mu.Lock()
+		asked = append(asked, p.ToolCall.ToolCallID)
+		mu.Unlock()
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "allow-once"}}
+	}
+	var init struct {
+		AgentCapabilities struct {
+			MCPCapabilities map[string]bool `json:"mcpCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	x.mustCall("initialize", map[string]any{"protocolVersion": 1}, &init)
+	if mc := init.AgentCapabilities.MCPCapabilities; !mc["http"] || mc["sse"] {
+		t.Errorf("mcp capabilities %v", mc)
+	}
+	if err := x.call("session/new", map[string]any{"cwd": x.cwd, "mcpServers": []any{
+		map[string]any{"type": "sse", "name": "old", "url": "http://127.0.0.1:1/sse", "headers": []any{}},
+	}}, nil); err == nil || err.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("sse server: %v", err)
+	}
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	x.mustCall("session/new", map[string]any{"cwd": x.cwd, "mcpServers": []any{
+		map[string]any{"name": "every thing", "command": bin, "args": []string{}, "env": []any{}},
+	}}, &r)
+	x.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{{ID: "m1", Name: "mcp__every_thing__echo", Arguments: `{"message":"hi from acp"}`}}})
+	x.srv.Enqueue(llmtest.Response{Text: "echoed"})
+	if stop := x.prompt(r.SessionID, "echo it"); stop != "end_turn" {
+		t.Fatalf("stop %s", stop)
+	}
+	if !slices.Contains(x.srv.Requests()[0].ToolNames(), "mcp__every_thing__echo") {
+		t.Fatalf("tools offered: %v", x.srv.Requests()[0].ToolNames())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || asked[0] != "m1" {
+		t.Errorf("permission asked for %v", asked)
+	}
+	final := x.of(r.SessionID, "tool_call_update")
+	last := final[len(final)-1]
+	if last["status"] != "completed" || !strings.Contains(fmt.Sprint(last["content"]), "hi from acp") {
+		t.Errorf("final update %v\ndiagnostics: %s", last, diag.String())
 	}
 }

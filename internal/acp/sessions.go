@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
+	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/permission"
 )
 
@@ -31,10 +32,7 @@ func checkCwd(cwd string) *jsonrpc.Error {
 }
 
 // noteIgnored logs what a session request named that dsh does not use.
-func (s *server) noteIgnored(method string, mcp []json.RawMessage, dirs []string) {
-	if len(mcp) > 0 {
-		fmt.Fprintf(s.o.Log, "dsh acp: %s: %d MCP server(s) ignored: this dsh has no MCP client (mcpCapabilities are false)\n", method, len(mcp))
-	}
+func (s *server) noteIgnored(method string, dirs []string) {
 	if len(dirs) > 0 {
 		fmt.Fprintf(s.o.Log, "dsh acp: %s: additionalDirectories ignored (dsh sessions have one working directory)\n", method)
 	}
@@ -48,14 +46,18 @@ func (s *server) newSession(ctx context.Context, params json.RawMessage) (any, *
 	if err := checkCwd(p.Cwd); err != nil {
 		return nil, err
 	}
-	s.noteIgnored("session/new", p.MCPServers, p.AdditionalDirectories)
+	s.noteIgnored("session/new", p.AdditionalDirectories)
+	servers, rerr := mcpConfigs(p.MCPServers)
+	if rerr != nil {
+		return nil, rerr
+	}
 	info, err := s.h.Create(ctx, host.CreateRequest{
-		Cwd: p.Cwd, Model: s.o.Model, Permission: s.o.Permission, AgentPreset: s.o.AgentPreset,
+		Cwd: p.Cwd, Model: s.o.Model, Permission: s.o.Permission, AgentPreset: s.o.AgentPreset, MCPServers: servers,
 	})
 	if err != nil {
 		return nil, hostError(err)
 	}
-	ss, rerr := s.attach(ctx, info, false)
+	ss, rerr := s.attach(ctx, info, false, servers)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -85,7 +87,11 @@ func (s *server) loadSession(ctx context.Context, params json.RawMessage, replay
 	if replay {
 		method = "session/load"
 	}
-	s.noteIgnored(method, p.MCPServers, p.AdditionalDirectories)
+	s.noteIgnored(method, p.AdditionalDirectories)
+	servers, rerr := mcpConfigs(p.MCPServers)
+	if rerr != nil {
+		return nil, rerr
+	}
 	info, err := s.h.Get(ctx, p.SessionID)
 	if err != nil {
 		return nil, hostError(err)
@@ -100,10 +106,10 @@ func (s *server) loadSession(ctx context.Context, params json.RawMessage, replay
 	if ss := s.session(p.SessionID); ss != nil {
 		return obj{"modes": s.modes(ss), "configOptions": s.configOptions(ss)}, nil
 	}
-	if info, err = s.h.Resume(ctx, host.ResumeRequest{ID: p.SessionID}); err != nil {
+	if info, err = s.h.Resume(ctx, host.ResumeRequest{ID: p.SessionID, MCPServers: servers}); err != nil {
 		return nil, hostError(err)
 	}
-	ss, rerr := s.attach(ctx, info, replay)
+	ss, rerr := s.attach(ctx, info, replay, servers)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -113,7 +119,7 @@ func (s *server) loadSession(ctx context.Context, params json.RawMessage, replay
 // attach adds a live session to the connection: its log so far is
 // folded into a translator (and sent as replay updates when replay is
 // set), then a pump follows the rest.
-func (s *server) attach(ctx context.Context, info host.Info, replay bool) (*sess, *jsonrpc.Error) {
+func (s *server) attach(ctx context.Context, info host.Info, replay bool, servers []mcp.ServerConfig) (*sess, *jsonrpc.Error) {
 	id := info.Header.ID
 	tr := newTranslator(info.Header.Cwd, replay)
 	after := int64(-1)
@@ -140,6 +146,7 @@ func (s *server) attach(ctx context.Context, info host.Info, replay bool) (*sess
 	}
 	tr.replay = false
 	ss := newSess(s, id, tr)
+	ss.mcp = servers
 	s.mu.Lock()
 	if old := s.sessions[id]; old != nil {
 		s.mu.Unlock()
@@ -295,7 +302,7 @@ func (s *server) reopen(ctx context.Context, ss *sess, r host.ResumeRequest) *js
 	if err := s.h.Dispose(ctx, ss.id); err != nil {
 		return hostError(err)
 	}
-	r.ID = ss.id
+	r.ID, r.MCPServers = ss.id, ss.mcp
 	if _, err := s.h.Resume(ctx, r); err != nil {
 		return hostError(err)
 	}
