@@ -134,6 +134,9 @@ func TestResumeListAndErrors(t *testing.T) {
 	if _, err := c.Create(t.Context(), sdk.SessionOptions{Cwd: home, Permission: "bogus"}); !errors.As(err, &se) || se.Code != "INVALID_ARGUMENT" {
 		t.Fatalf("bad preset: %v", err)
 	}
+	if _, err := c.Create(t.Context(), sdk.SessionOptions{Cwd: "rel"}); !errors.As(err, &se) || se.Code != "INVALID_ARGUMENT" {
+		t.Fatalf("relative cwd: %v", err)
+	}
 	if _, err := sdk.Open(t.Context(), sdk.Options{Home: home, Tools: []sdk.Tool{{Name: "x"}}}); err == nil {
 		t.Fatal("a tool without Run was accepted")
 	}

@@ -3,7 +3,9 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"iter"
+	"path/filepath"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/host"
@@ -36,6 +38,9 @@ type Session struct {
 
 // Create creates a new session.
 func (c *Client) Create(ctx context.Context, o SessionOptions) (*Session, error) {
+	if !filepath.IsAbs(o.Cwd) {
+		return nil, &Error{Code: host.CodeInvalidArgument, Err: fmt.Errorf("sdk: Cwd %q: an absolute directory is required", o.Cwd)}
+	}
 	info, err := c.h.Create(ctx, host.CreateRequest{Cwd: o.Cwd, Model: o.Model, Effort: o.Effort,
 		Permission: o.Permission, AgentPreset: o.AgentPreset, Title: o.Title})
 	if err != nil {

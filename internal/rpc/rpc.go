@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -173,8 +174,9 @@ func (s *server) create(ctx context.Context, params json.RawMessage) (any, *json
 	}
 	d := s.o.Defaults
 	r.Model, r.Permission, r.AgentPreset = or(r.Model, d.Model), or(r.Permission, d.Permission), or(r.AgentPreset, d.AgentPreset)
-	if r.Cwd == "" {
-		return nil, invalid("cwd is required")
+	if !filepath.IsAbs(r.Cwd) {
+		// A relative one would be dsh's own directory's, not the client's.
+		return nil, invalid("cwd %q: an absolute directory is required", r.Cwd)
 	}
 	info, err := s.h.Create(ctx, r)
 	if err != nil {

@@ -167,6 +167,7 @@ func TestProtocolErrors(t *testing.T) {
 		data   string
 	}{
 		{"session/create", map[string]any{}, jsonrpc.CodeInvalidParams, host.CodeInvalidArgument},
+		{"session/create", map[string]any{"cwd": "relative/dir"}, jsonrpc.CodeInvalidParams, host.CodeInvalidArgument},
 		{"session/create", map[string]any{"cwd": x.cwd, "bogus": 1}, jsonrpc.CodeInvalidParams, host.CodeInvalidArgument},
 		{"session/create", map[string]any{"cwd": x.cwd, "permission": "yolo"}, rpc.CodeHostError, host.CodeInvalidArgument},
 		{"session/prompt", map[string]any{"sessionId": "nope", "text": "x"}, rpc.CodeHostError, host.CodeSessionNotFound},
