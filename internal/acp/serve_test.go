@@ -341,6 +341,12 @@ func TestCloseResumeAndLoadErrors(t *testing.T) {
 	if stop := x.prompt(id, "second"); stop != "end_turn" {
 		t.Fatalf("stop %s", stop)
 	}
+	// A load of a session already open here still replays it.
+	before = len(x.of(id, "user_message_chunk"))
+	x.mustCall("session/load", map[string]any{"sessionId": id, "cwd": x.cwd, "mcpServers": []any{}}, nil)
+	if n := len(x.of(id, "user_message_chunk")) - before; n != 2 {
+		t.Fatalf("load replayed %d user messages, want 2", n)
+	}
 	var text string
 	for _, u := range x.of(id, "agent_message_chunk")[len(x.of(id, "agent_message_chunk"))-1:] {
 		text = u["content"].(map[string]any)["text"].(string)

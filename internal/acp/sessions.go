@@ -104,6 +104,12 @@ func (s *server) loadSession(ctx context.Context, params json.RawMessage, replay
 		return nil, invalidParams("cwd %q is not the session's working directory %q", p.Cwd, info.Header.Cwd)
 	}
 	if ss := s.session(p.SessionID); ss != nil {
+		// Already open here: a load still replays what is logged.
+		if replay {
+			if rerr := s.replay(ctx, p.SessionID, info.Header.Cwd); rerr != nil {
+				return nil, rerr
+			}
+		}
 		return obj{"modes": s.modes(ss), "configOptions": s.configOptions(ss)}, nil
 	}
 	if info, err = s.h.Resume(ctx, host.ResumeRequest{ID: p.SessionID, MCPServers: servers}); err != nil {
@@ -164,6 +170,29 @@ func (s *server) attach(ctx context.Context, info host.Info, replay bool, server
 		s.ask(a)
 	}
 	return ss, nil
+}
+
+// replay sends session id's logged conversation again, through a
+// translator of its own.
+func (s *server) replay(ctx context.Context, id, cwd string) *jsonrpc.Error {
+	tr := newTranslator(cwd, true)
+	for after := int64(-1); ; {
+		events, next, err := s.h.Events(ctx, id, after, host.MaxEventsLimit)
+		if err != nil {
+			return hostError(err)
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		for _, e := range events {
+			for _, u := range tr.translate(e) {
+				if err := s.conn.Notify("session/update", obj{"sessionId": id, "update": u}); err != nil {
+					return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+				}
+			}
+		}
+		after = next
+	}
 }
 
 // modes is the session's mode state: the permission presets.
