@@ -97,10 +97,27 @@ func Serve(ctx context.Context, h *host.Host, in io.Reader, out io.Writer, o Opt
 	s.shutdown()
 	feed.Close()
 	stop()
-	s.wg.Wait()
 	s.conn.Close()
+	// Every goroutine ends now (handlers and pumps see their contexts
+	// end, writes fail on the closed connection), except one blocked in a
+	// write to a client that stopped reading without closing its end: it
+	// is not waited for past ShutdownWait, so the process can still exit.
+	waited := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-time.After(ShutdownWait):
+		fmt.Fprintf(o.Log, "dsh acp: a write to the client is still blocked after %v; exiting anyway\n", ShutdownWait)
+	}
 	return nil
 }
+
+// ShutdownWait bounds how long Serve waits, once its input ended, for
+// its goroutines to end.
+const ShutdownWait = time.Second
 
 // shutdown cancels the connection's running turns, waits for their
 // prompts to settle, and disposes its sessions.
@@ -123,7 +140,7 @@ func (s *server) shutdown() {
 		if err := s.h.Dispose(cctx, ss.id); err != nil {
 			fmt.Fprintf(s.o.Log, "dsh acp: close session %s: %v\n", ss.id, err)
 		}
-		ss.stop()
+		ss.stopWithin(cctx)
 	}
 }
 

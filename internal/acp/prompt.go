@@ -163,6 +163,17 @@ func (ss *sess) stop() {
 	<-ss.done
 }
 
+// stopWithin ends the pump and waits for it until ctx ends: a pump
+// blocked writing to a client that stopped reading must not keep dsh
+// from exiting.
+func (ss *sess) stopWithin(ctx context.Context) {
+	ss.cancel()
+	select {
+	case <-ss.done:
+	case <-ctx.Done():
+	}
+}
+
 // prompt is session/prompt: the message goes to the host, and the answer
 // comes once the pump has written the turn's last update.
 func (s *server) prompt(ctx context.Context, params json.RawMessage) (any, *jsonrpc.Error) {

@@ -84,10 +84,25 @@ func Serve(ctx context.Context, h *host.Host, in io.Reader, out io.Writer, o Opt
 	s.shutdown()
 	feed.Close()
 	stop()
-	s.wg.Wait()
 	s.conn.Close()
+	// As in dsh acp: a goroutine blocked writing to a client that stopped
+	// reading is not waited for past ShutdownWait.
+	waited := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-time.After(ShutdownWait):
+		fmt.Fprintf(o.Log, "dsh rpc: a write to the client is still blocked after %v; exiting anyway\n", ShutdownWait)
+	}
 	return nil
 }
+
+// ShutdownWait bounds how long Serve waits, once its input ended, for
+// its goroutines to end.
+const ShutdownWait = time.Second
 
 func (s *server) shutdown() {
 	s.mu.Lock()
