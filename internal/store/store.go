@@ -43,8 +43,8 @@ type Sessions interface {
 	Inspect(ctx context.Context, id string) (session.Header, []session.Event, error)
 	// ReadFrom returns the stored events with seq >= fromSeq, unrepaired.
 	ReadFrom(ctx context.Context, id string, fromSeq int64) ([]session.Event, error)
-	// List returns the sessions f selects, most recently updated first,
-	// without reading any log.
+	// List returns the sessions f selects, most recently updated first
+	// (ties broken by id, descending), without reading any log.
 	List(ctx context.Context, f ListFilter) ([]Entry, error)
 	// Get returns the listing entry of session id ([ErrNotFound]).
 	Get(ctx context.Context, id string) (Entry, error)
@@ -67,6 +67,10 @@ type ListFilter struct {
 	TopLevelOnly bool
 	// Limit keeps at most Limit entries (0: no limit).
 	Limit int
+	// Before keeps only the entries after this cursor in listing order
+	// (older, or as old with a smaller id); nil starts at the newest.
+	// The next page of a listing starts before its last entry.
+	Before *Cursor
 }
 
 // Lease is a process's exclusive right to write one session, from

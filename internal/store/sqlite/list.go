@@ -8,6 +8,21 @@ import (
 	"sync"
 )
 
+// schemaV5 replaces the listing indexes of versions 1 and 4, ordered by
+// updated_at alone (ties in rowid order), with ones ordered by
+// (updated_at, id): the listing's order, unique, so that a page starting
+// before a cursor is one range of an index, read in order, with no sort.
+const schemaV5 = `
+DROP INDEX IF EXISTS sessions_by_updated;
+DROP INDEX IF EXISTS sessions_by_cwd;
+DROP INDEX IF EXISTS sessions_top_by_updated;
+DROP INDEX IF EXISTS sessions_top_by_cwd;
+CREATE INDEX IF NOT EXISTS sessions_list ON sessions (updated_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS sessions_list_by_cwd ON sessions (cwd, updated_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS sessions_list_top ON sessions (updated_at DESC, id DESC) WHERE parent = '';
+CREATE INDEX IF NOT EXISTS sessions_list_top_by_cwd ON sessions (cwd, updated_at DESC, id DESC) WHERE parent = '';
+`
+
 // listChunk is how many rows of a listing one goroutine decodes.
 const listChunk = 512
 
@@ -120,28 +135,32 @@ func heldLeases(ctx context.Context, tx *sql.Tx) (map[string]leaseRow, error) {
 	return out, rows.Err()
 }
 
-// listQuery builds the query of a List. The WHERE terms match the partial
-// indexes of schema version 4 (parent = ”) and sessions_by_cwd.
+// listQuery builds the query of a List. Each filter has its index of
+// schema version 5, named so that the planner (which has no statistics)
+// cannot prefer the equality on sessions_by_parent and then sort; the
+// cursor is a row-value range on the index's (updated_at, id).
 func listQuery(f ListFilter) (string, []any) {
 	q := listColumns
 	var where []string
 	var args []any
+	index := "sessions_list"
 	if f.Cwd != "" {
 		where, args = append(where, "s.cwd = ?"), append(args, f.Cwd)
+		index += "_by_cwd"
 	}
 	if f.TopLevelOnly {
 		where = append(where, "s.parent = ''")
-		if f.Cwd == "" {
-			// Without statistics the planner prefers the equality on
-			// sessions_by_parent and then sorts every top-level session;
-			// the partial index is already in listing order.
-			q += " INDEXED BY sessions_top_by_updated"
-		}
+		index = strings.Replace(index, "sessions_list", "sessions_list_top", 1)
+	}
+	q += " INDEXED BY " + index
+	if f.Before != nil {
+		where = append(where, "(s.updated_at, s.id) < (?, ?)")
+		args = append(args, f.Before.UpdatedAt, f.Before.ID)
 	}
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY s.updated_at DESC, s.rowid DESC"
+	q += " ORDER BY s.updated_at DESC, s.id DESC"
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}

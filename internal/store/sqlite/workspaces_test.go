@@ -15,7 +15,8 @@ import (
 func dropV4(t testing.TB, s *Store) {
 	t.Helper()
 	for _, q := range []string{
-		`DROP INDEX sessions_top_by_cwd`, `DROP INDEX sessions_top_by_updated`,
+		`DROP INDEX IF EXISTS sessions_top_by_cwd`, `DROP INDEX IF EXISTS sessions_top_by_updated`,
+		`DROP INDEX IF EXISTS sessions_list_top`, `DROP INDEX IF EXISTS sessions_list_top_by_cwd`,
 		`DROP TABLE workspace_sessions`, `DROP TABLE workspaces`, `DROP TABLE meta`,
 		`PRAGMA user_version = 3`,
 	} {
@@ -23,7 +24,7 @@ func dropV4(t testing.TB, s *Store) {
 	}
 }
 
-// TestSchemaV3Migrates: a version-3 database opens as version 4 with its
+// TestSchemaV3Migrates: a version-3 database opens as the current version with its
 // sessions, logs and summaries intact, and an empty registry that works.
 func TestSchemaV3Migrates(t *testing.T) {
 	ctx := context.Background()
@@ -42,7 +43,7 @@ func TestSchemaV3Migrates(t *testing.T) {
 
 	s2 := openAt(t, path)
 	var v int
-	if err := s2.r.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 4 {
+	if err := s2.r.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != schemaVersion {
 		t.Fatalf("user_version %d, %v", v, err)
 	}
 	m := entries(t, s2)
