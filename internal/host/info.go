@@ -55,6 +55,9 @@ type ListFilter struct {
 	Cwd string
 	// IncludeChildren lists subagent children and forks too.
 	IncludeChildren bool
+	// IDs, when not nil, keeps only these sessions (a page of a
+	// workspace's members, say); listing order still applies.
+	IDs []string
 	// Limit keeps at most Limit sessions (0: all of them).
 	Limit int
 	// Before continues a listing after the page whose [Page.Next] it is
@@ -178,7 +181,7 @@ func (h *Host) ListPage(ctx context.Context, f ListFilter) (Page, error) {
 	if f.Limit < 0 {
 		return Page{}, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("limit %d is negative", f.Limit)}
 	}
-	sf := store.ListFilter{Cwd: f.Cwd, TopLevelOnly: !f.IncludeChildren}
+	sf := store.ListFilter{Cwd: f.Cwd, TopLevelOnly: !f.IncludeChildren, IDs: f.IDs}
 	if f.Before != "" {
 		c, err := store.ParseCursor(f.Before)
 		if err != nil {

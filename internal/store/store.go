@@ -67,6 +67,9 @@ type ListFilter struct {
 	TopLevelOnly bool
 	// Limit keeps at most Limit entries (0: no limit).
 	Limit int
+	// IDs, when not nil, keeps only these sessions (looked up by id; the
+	// other fields still apply).
+	IDs []string
 	// Before keeps only the entries after this cursor in listing order
 	// (older, or as old with a smaller id); nil starts at the newest.
 	// The next page of a listing starts before its last entry.

@@ -144,6 +144,9 @@ func listQuery(f ListFilter) (string, []any) {
 	var where []string
 	var args []any
 	index := "sessions_list"
+	if f.IDs != nil && len(f.IDs) == 0 {
+		return q + " WHERE 0", nil
+	}
 	if f.Cwd != "" {
 		where, args = append(where, "s.cwd = ?"), append(args, f.Cwd)
 		index += "_by_cwd"
@@ -152,7 +155,17 @@ func listQuery(f ListFilter) (string, []any) {
 		where = append(where, "s.parent = ''")
 		index = strings.Replace(index, "sessions_list", "sessions_list_top", 1)
 	}
-	q += " INDEXED BY " + index
+	if f.IDs != nil {
+		// A few sessions by primary key, sorted afterwards: cheaper than
+		// a walk of the listing index.
+		marks := strings.TrimSuffix(strings.Repeat("?,", len(f.IDs)), ",")
+		where = append(where, "s.id IN ("+marks+")")
+		for _, id := range f.IDs {
+			args = append(args, id)
+		}
+	} else {
+		q += " INDEXED BY " + index
+	}
 	if f.Before != nil {
 		where = append(where, "(s.updated_at, s.id) < (?, ?)")
 		args = append(args, f.Before.UpdatedAt, f.Before.ID)
