@@ -87,6 +87,40 @@ func TestListPages(t *testing.T) {
 	}
 }
 
+// TestListIDs: an id filter lists those sessions (the unknown ones are
+// absent) in listing order, with the other filters still applied.
+func TestListIDs(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	storePaged(t, s)
+	whole, err := s.List(ctx, ListFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range whole {
+		if strings.HasSuffix(e.Header.ID, "3") || e.Header.ID == "s-04" {
+			want = append(want, e.Header.ID)
+		}
+	}
+	got, err := s.List(ctx, ListFilter{IDs: []string{"s-13", "s-03", "nope", "s-33", "s-23", "s-04"}})
+	if err != nil || !slices.Equal(listIDs(got), want) {
+		t.Fatalf("%v, want %v: %v", listIDs(got), want, err)
+	}
+	if got, err := s.List(ctx, ListFilter{IDs: []string{}}); err != nil || len(got) != 0 {
+		t.Fatalf("no ids: %v, %v", listIDs(got), err)
+	}
+	got, err = s.List(ctx, ListFilter{IDs: want, Cwd: "/work/p1", Limit: 2})
+	if err != nil || len(got) > 2 {
+		t.Fatalf("%v: %v", listIDs(got), err)
+	}
+	for _, e := range got {
+		if e.Header.Cwd != "/work/p1" {
+			t.Fatalf("%+v outside the cwd", e.Header)
+		}
+	}
+}
+
 // TestListPlan: every listing filter, with and without a cursor, reads
 // its own index in order: no full scan of the table, no sort.
 func TestListPlan(t *testing.T) {
