@@ -42,6 +42,19 @@ func TestShortIDsOf(t *testing.T) {
 			t.Errorf("short(%s) = %q, want %q", id, got[id], want[id])
 		}
 	}
+	// More ids than are resolved one by one: read from every stored id.
+	if len(ids) <= maxResolvedShortIDs {
+		t.Fatalf("only %d ids", len(ids))
+	}
+	got, err = shortIDsOf(t.Context(), st, ids, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got[id] != want[id] {
+			t.Errorf("many: short(%s) = %q, want %q", id, got[id], want[id])
+		}
+	}
 }
 
 func TestShortIDs(t *testing.T) {

@@ -163,10 +163,29 @@ func shortIDs(ids []string, least int) map[string]string {
 	return out
 }
 
+// maxResolvedShortIDs is how many short ids shortIDsOf finds with
+// Resolve; for more, one read of every stored id is cheaper (Resolve
+// takes several queries per id when ids share long prefixes, as UUIDv7s
+// made in the same minute do).
+const maxResolvedShortIDs = 16
+
 // shortIDsOf is shortIDs for some of the stored ids, unique among all of
 // them: each prefix is checked with the store's Resolve (an index range
-// scan), lengthened past the ids an ambiguous one matched.
+// scan), lengthened past the ids an ambiguous one matched; or, for many
+// ids, taken from shortIDs over every stored id.
 func shortIDsOf(ctx context.Context, st store.Sessions, ids []string, least int) (map[string]string, error) {
+	if len(ids) > maxResolvedShortIDs {
+		all, err := st.IDs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		short := shortIDs(all, least)
+		out := make(map[string]string, len(ids))
+		for _, id := range ids {
+			out[id] = short[id]
+		}
+		return out, nil
+	}
 	out := make(map[string]string, len(ids))
 	for _, id := range ids {
 		n := least

@@ -52,6 +52,9 @@ type Sessions interface {
 	Header(ctx context.Context, id string) (session.Header, error)
 	// Resolve turns a unique id prefix into the id; otherwise an *[IDError].
 	Resolve(ctx context.Context, prefix string) (string, error)
+	// IDs returns every stored session id in byte order, without reading
+	// the sessions themselves (short ids of a long listing need them all).
+	IDs(ctx context.Context) ([]string, error)
 	// Export writes session id as JSONL; Import stores one such session.
 	Export(ctx context.Context, id string, w io.Writer) error
 	Import(ctx context.Context, r io.Reader) (session.Header, error)

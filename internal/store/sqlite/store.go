@@ -351,9 +351,12 @@ func (s *Store) Header(ctx context.Context, id string) (session.Header, error) {
 
 // decodeHeader decodes and checks a stored header.
 func decodeHeader(id string, hb []byte) (session.Header, error) {
-	var h session.Header
-	if err := json.Unmarshal(hb, &h); err != nil {
-		return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+	h, ok := parseHeader(hb)
+	if !ok {
+		h = session.Header{}
+		if err := json.Unmarshal(hb, &h); err != nil {
+			return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+		}
 	}
 	if h.ID != id {
 		return h, corrupt(id, -1, fmt.Sprintf("header names session %q", h.ID))
