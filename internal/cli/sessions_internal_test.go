@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -125,5 +126,31 @@ func TestResolveDelegation(t *testing.T) {
 	}
 	if _, err := resolveDelegation(filepath.Join(dir, "none"), "d-"); err == nil || !strings.Contains(err.Error(), "no delegation id") {
 		t.Errorf("missing directory: %v", err)
+	}
+}
+
+// TestWriteJSONArray: the streamed array is what an indenting Encoder
+// writes, byte for byte, escapes included.
+func TestWriteJSONArray(t *testing.T) {
+	seed := int64(3)
+	for _, list := range [][]ListedSession{nil, {}, {{Title: "one"}}, {
+		{Header: session.Header{ID: "a", Cwd: "/w <&>", SeedLength: &seed}, Title: "t\n\"q\"", ShortID: "a"},
+		{Header: session.Header{ID: "b", ParentSession: "a"}, Status: "completed", Turns: 2},
+	}} {
+		var want, got strings.Builder
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		if list == nil {
+			list = []ListedSession{}
+		}
+		if err := enc.Encode(list); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeJSONArray(&got, list); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("got\n%s\nwant\n%s", got.String(), want.String())
+		}
 	}
 }

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,7 +71,7 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 	} else if short, err = shortIDsOf(ctx, a.Store, ids, minShortID); err != nil {
 		return fail(stdio, err)
 	}
-	listed := []ListedSession{}
+	listed := make([]ListedSession, 0, len(entries))
 	for _, e := range entries {
 		if e.Err != nil {
 			fmt.Fprintf(stdio.Stderr, "dsh: session %s is unreadable: %v\n", e.Header.ID, e.Err)
@@ -79,9 +81,7 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 			UpdatedAt: e.UpdatedAt, Turns: e.Turns, Events: e.Events, Status: e.Status})
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(listed); err != nil {
+		if err := writeJSONArray(stdio.Stdout, listed); err != nil {
 			return fail(stdio, err)
 		}
 		return ExitOK
@@ -107,6 +107,31 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 	}
 	_ = tw.Flush()
 	return ExitOK
+}
+
+// writeJSONArray writes list as an Encoder with a two-space indent does,
+// byte for byte, but one element at a time: the Encoder indents the whole
+// compact array again in one buffer, which for 10,000 sessions costs as
+// much as reading them.
+func writeJSONArray[T any](w io.Writer, list []T) error {
+	if len(list) == 0 {
+		_, err := io.WriteString(w, "[]\n")
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString("[\n  ")
+	for i := range list {
+		b, err := json.MarshalIndent(&list[i], "  ", "  ")
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			bw.WriteString(",\n  ")
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("\n]\n")
+	return bw.Flush()
 }
 
 // listTitle is the TITLE cell: the title ("-" before the first prompt),
