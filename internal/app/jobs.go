@@ -151,6 +151,10 @@ func (s *Session) Close() {
 	// The title call appends to the log: it ends before the flush.
 	s.SettleTitle(context.Background())
 	s.jobs.detach(s.Log.ID())
+	if s.mcpBridge != nil {
+		s.mcpBridge.Close()
+	}
+	s.mcpOwn.Close()
 	if s.live != nil {
 		s.live.remove(s.Log.ID())
 	}

@@ -313,5 +313,6 @@ func modules() *compose.Registry {
 	registerACPModules(must)
 	registerCodexModules(must)
 	registerClaudeModules(must)
+	registerMCPModules(must)
 	return r
 }

@@ -11,11 +11,11 @@ import (
 	"sync"
 )
 
-// schemaV5 replaces the listing indexes of versions 1 and 4, ordered by
+// schemaV6 replaces the listing indexes of versions 1 and 4, ordered by
 // updated_at alone (ties in rowid order), with ones ordered by
 // (updated_at, id): the listing's order, unique, so that a page starting
 // before a cursor is one range of an index, read in order, with no sort.
-const schemaV5 = `
+const schemaV6 = `
 DROP INDEX IF EXISTS sessions_by_updated;
 DROP INDEX IF EXISTS sessions_by_cwd;
 DROP INDEX IF EXISTS sessions_top_by_updated;
@@ -189,7 +189,7 @@ func heldLeases(ctx context.Context, tx *sql.Tx) (map[string]leaseRow, error) {
 }
 
 // listQuery builds the query of a List. Each filter has its index of
-// schema version 5, named so that the planner (which has no statistics)
+// schema version 6, named so that the planner (which has no statistics)
 // cannot prefer the equality on sessions_by_parent and then sort; the
 // cursor is a row-value range on the index's (updated_at, id).
 func listQuery(f ListFilter) (string, []any) {
