@@ -16,24 +16,6 @@ import (
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
 )
 
-// helloBinary builds a Go hello-world, the start-up reference that
-// command timings are given against.
-func helloBinary(b *testing.B) string {
-	dir := b.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(dir, "hello")
-	c := exec.Command("go", "build", "-o", bin, src)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "GO111MODULE=off")
-	if out, err := c.CombinedOutput(); err != nil {
-		b.Fatalf("build hello-world: %v: %s", err, out)
-	}
-	return bin
-}
-
 // store10k stores n sessions (UUIDv7 ids, as dsh makes them) straight
 // through the store: all in dir, one in seven a child of the one before.
 func store10k(b *testing.B, path, dir string, n int) {
@@ -82,7 +64,7 @@ func BenchmarkSessionsList10k(b *testing.B) {
 		{"all-json", []string{"sessions", "list", "--all", "--json"}},
 	}
 	times := make([][]time.Duration, len(cmds))
-	cpu := make([][]time.Duration, len(cmds))
+	cpuTimes := make([][]time.Duration, len(cmds))
 	sizes := make([]int, len(cmds))
 	// One warm-up round reads the database into the page cache.
 	for round := -1; round < b.N; round++ {
@@ -100,7 +82,7 @@ func BenchmarkSessionsList10k(b *testing.B) {
 			}
 			if round >= 0 {
 				times[i] = append(times[i], d)
-				cpu[i] = append(cpu[i], cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
+				cpuTimes[i] = append(cpuTimes[i], cpu(cmd))
 			}
 			sizes[i] = len(out)
 		}
@@ -111,11 +93,11 @@ func BenchmarkSessionsList10k(b *testing.B) {
 	}
 	// CPU time (user + system, from the child's rusage) is reported too:
 	// on a shared machine it moves far less with the load than wall time.
-	base, baseCPU := med(times[0]), med(cpu[0])
+	base, baseCPU := med(times[0]), med(cpuTimes[0])
 	b.ReportMetric(base, "ms-hello-world")
 	b.ReportMetric(baseCPU, "cpu-ms-hello-world")
 	for i, c := range cmds[1:] {
-		m, mc := med(times[i+1]), med(cpu[i+1])
+		m, mc := med(times[i+1]), med(cpuTimes[i+1])
 		b.ReportMetric(m-base, fmt.Sprintf("ms-%s-beyond-start-up", c.name))
 		b.ReportMetric(mc-baseCPU, fmt.Sprintf("cpu-ms-%s-beyond-start-up", c.name))
 		if c.name != "version" {
