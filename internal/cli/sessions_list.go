@@ -99,13 +99,19 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 		return ExitOK
 	}
 	home, _ := os.UserHomeDir()
-	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	// tabwriter writes cell by cell; unbuffered, a long listing is a
+	// system call per cell.
+	bw := bufio.NewWriterSize(stdio.Stdout, 64<<10)
+	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tUPDATED\tTURNS\tSTATUS\tDIRECTORY\tTITLE")
 	for _, l := range listed {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", l.ShortID, time.UnixMilli(l.UpdatedAt).Format("2006-01-02 15:04"),
 			l.Turns, l.Status, tildePath(l.Cwd, home), listTitle(l, short))
 	}
 	_ = tw.Flush()
+	if err := bw.Flush(); err != nil {
+		return fail(stdio, err)
+	}
 	return ExitOK
 }
 
