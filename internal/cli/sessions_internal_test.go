@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -129,28 +130,59 @@ func TestResolveDelegation(t *testing.T) {
 	}
 }
 
-// TestWriteJSONArray: the streamed array is what an indenting Encoder
-// writes, byte for byte, escapes included.
-func TestWriteJSONArray(t *testing.T) {
+// TestWriteListedJSON: the hand-written array is what an indenting
+// Encoder writes, byte for byte: escapes, omitted empty fields, and a
+// value with every field set (found by reflection, so a new field that
+// writeListedJSON does not know fails here).
+func TestWriteListedJSON(t *testing.T) {
 	seed := int64(3)
-	for _, list := range [][]ListedSession{nil, {}, {{Title: "one"}}, {
-		{Header: session.Header{ID: "a", Cwd: "/w <&>", SeedLength: &seed}, Title: "t\n\"q\"", ShortID: "a"},
-		{Header: session.Header{ID: "b", ParentSession: "a"}, Status: "completed", Turns: 2},
-	}} {
-		var want, got strings.Builder
-		enc := json.NewEncoder(&want)
-		enc.SetIndent("", "  ")
-		if list == nil {
-			list = []ListedSession{}
-		}
-		if err := enc.Encode(list); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeJSONArray(&got, list); err != nil {
-			t.Fatal(err)
-		}
-		if got.String() != want.String() {
-			t.Errorf("got\n%s\nwant\n%s", got.String(), want.String())
-		}
+	var full ListedSession
+	fillAll(reflect.ValueOf(&full).Elem())
+	lists := [][]ListedSession{{}, {{Title: "one"}}, {full}, {
+		{Header: session.Header{ID: "a", Cwd: "/w <&> \u2028\u2029 \x00\x1f\b\f\t\r\n \xff\xfe ünï", SeedLength: &seed}, Title: "t\n\"q\"\\", ShortID: "a"},
+		{Header: session.Header{ID: "b", ParentSession: "a", CreatedAt: -1}, Status: "completed", Turns: 2},
+	}}
+	for _, list := range lists {
+		checkListedJSON(t, list)
 	}
+}
+
+// fillAll sets every field of v to a non-zero value.
+func fillAll(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fillAll(v.Field(i))
+		}
+	case reflect.String:
+		v.SetString("x" + v.Type().Name())
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillAll(v.Elem())
+	}
+}
+
+func checkListedJSON(t *testing.T, list []ListedSession) {
+	t.Helper()
+	var want, got strings.Builder
+	enc := json.NewEncoder(&want)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(list); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeListedJSON(&got, list); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("got\n%s\nwant\n%s", got.String(), want.String())
+	}
+}
+
+func FuzzWriteListedJSON(f *testing.F) {
+	f.Add("/w <&>", "title \u2028", "\xff", int64(-3))
+	f.Fuzz(func(t *testing.T, cwd, title, origin string, n int64) {
+		checkListedJSON(t, []ListedSession{{Header: session.Header{ID: title, Cwd: cwd, Origin: origin, CreatedAt: n, SeedLength: &n}, Title: title, Status: origin}})
+	})
 }

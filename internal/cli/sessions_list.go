@@ -3,10 +3,8 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,7 +79,7 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 			UpdatedAt: e.UpdatedAt, Turns: e.Turns, Events: e.Events, Status: e.Status})
 	}
 	if *asJSON {
-		if err := writeJSONArray(stdio.Stdout, listed); err != nil {
+		if err := writeListedJSON(stdio.Stdout, listed); err != nil {
 			return fail(stdio, err)
 		}
 		return ExitOK
@@ -113,31 +111,6 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 		return fail(stdio, err)
 	}
 	return ExitOK
-}
-
-// writeJSONArray writes list as an Encoder with a two-space indent does,
-// byte for byte, but one element at a time: the Encoder indents the whole
-// compact array again in one buffer, which for 10,000 sessions costs as
-// much as reading them.
-func writeJSONArray[T any](w io.Writer, list []T) error {
-	if len(list) == 0 {
-		_, err := io.WriteString(w, "[]\n")
-		return err
-	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteString("[\n  ")
-	for i := range list {
-		b, err := json.MarshalIndent(&list[i], "  ", "  ")
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			bw.WriteString(",\n  ")
-		}
-		bw.Write(b)
-	}
-	bw.WriteString("\n]\n")
-	return bw.Flush()
 }
 
 // listTitle is the TITLE cell: the title ("-" before the first prompt),
