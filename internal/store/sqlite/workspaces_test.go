@@ -179,6 +179,7 @@ func TestListFilter(t *testing.T) {
 		}
 	}
 }
+
 // TestSchemaV4Migrates: a version-4 database, whose events table has no
 // rowid, opens as the current version with every log intact (body
 // bytes included), the events table a rowid table, and the (session_id,
