@@ -39,8 +39,9 @@ import (
 // version 3 the summary columns of the sessions table (summary.go),
 // version 4 the workspace registry (workspaces.go) and the partial
 // indexes of top-level listings, version 5 made events a rowid table
-// (schemaV5).
-const schemaVersion = 5
+// (schemaV5), version 6 the listing indexes ordered by (updated_at, id)
+// that serve a paged listing (schemaV6, list.go).
+const schemaVersion = 6
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -242,6 +243,11 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version 5: %w", err)
 			}
 		}
+		if v < 6 {
+			if _, err := tx.ExecContext(ctx, schemaV6); err != nil {
+				return fmt.Errorf("migrate schema to version 6: %w", err)
+			}
+		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
@@ -411,9 +417,12 @@ func (s *Store) Header(ctx context.Context, id string) (session.Header, error) {
 
 // decodeHeader decodes and checks a stored header.
 func decodeHeader(id string, hb []byte) (session.Header, error) {
-	var h session.Header
-	if err := json.Unmarshal(hb, &h); err != nil {
-		return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+	h, ok := parseHeader(hb)
+	if !ok {
+		h = session.Header{}
+		if err := json.Unmarshal(hb, &h); err != nil {
+			return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+		}
 	}
 	if h.ID != id {
 		return h, corrupt(id, -1, fmt.Sprintf("header names session %q", h.ID))
