@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/host"
@@ -262,21 +261,15 @@ func (s *server) listSessions(ctx context.Context, params json.RawMessage) (any,
 			return nil, err
 		}
 	}
-	start := 0
-	if p.Cursor != "" {
-		n, err := strconv.Atoi(p.Cursor)
-		if err != nil || n < 0 {
-			return nil, invalidParams("cursor %q is not one this agent returned", p.Cursor)
-		}
-		start = n
-	}
-	list, err := s.h.List(ctx, host.ListFilter{Cwd: p.Cwd})
+	page, err := s.h.ListPage(ctx, host.ListFilter{Cwd: p.Cwd, Limit: listPage, Before: p.Cursor})
 	if err != nil {
+		if host.ErrorCode(err) == host.CodeInvalidArgument {
+			return nil, invalidParams("cursor %q is not one this agent returned: %v", p.Cursor, err)
+		}
 		return nil, hostError(err)
 	}
 	out := []obj{}
-	for i := start; i < len(list) && i < start+listPage; i++ {
-		in := list[i]
+	for _, in := range page.Sessions {
 		e := obj{"sessionId": in.Header.ID, "cwd": in.Header.Cwd}
 		if in.Title != "" {
 			e["title"] = in.Title
@@ -287,8 +280,8 @@ func (s *server) listSessions(ctx context.Context, params json.RawMessage) (any,
 		out = append(out, e)
 	}
 	res := obj{"sessions": out}
-	if start+listPage < len(list) {
-		res["nextCursor"] = strconv.Itoa(start + listPage)
+	if page.Next != "" {
+		res["nextCursor"] = page.Next
 	}
 	return res, nil
 }

@@ -296,23 +296,28 @@ func (s *server) cancel(ctx context.Context, params json.RawMessage) (any, *json
 }
 
 func (s *server) list(ctx context.Context, params json.RawMessage) (any, *jsonrpc.Error) {
-	var p host.ListFilter
 	var raw struct {
 		Cwd             string `json:"cwd"`
 		IncludeChildren bool   `json:"includeChildren"`
+		Limit           int    `json:"limit"`
+		Cursor          string `json:"cursor"`
 	}
 	if err := decode(params, &raw); err != nil {
 		return nil, err
 	}
-	p.Cwd, p.IncludeChildren = raw.Cwd, raw.IncludeChildren
-	list, err := s.h.List(ctx, p)
+	page, err := s.h.ListPage(ctx, host.ListFilter{Cwd: raw.Cwd, IncludeChildren: raw.IncludeChildren, Limit: raw.Limit, Before: raw.Cursor})
 	if err != nil {
 		return nil, hostError(err)
 	}
+	list := page.Sessions
 	if list == nil {
 		list = []host.Info{}
 	}
-	return map[string]any{"sessions": list}, nil
+	res := map[string]any{"sessions": list}
+	if page.Next != "" {
+		res["nextCursor"] = page.Next
+	}
+	return res, nil
 }
 
 func (s *server) get(ctx context.Context, params json.RawMessage) (any, *jsonrpc.Error) {

@@ -273,6 +273,16 @@ func TestChildrenEventsCancelAndPaging(t *testing.T) {
 	if len(list.Sessions) != 2 {
 		t.Fatalf("list with children: %d", len(list.Sessions))
 	}
+	var p1, p2 struct {
+		Sessions   []host.Info `json:"sessions"`
+		NextCursor string      `json:"nextCursor"`
+	}
+	x.must("session/list", map[string]any{"cwd": x.cwd, "includeChildren": true, "limit": 1}, &p1)
+	x.must("session/list", map[string]any{"cwd": x.cwd, "includeChildren": true, "limit": 1, "cursor": p1.NextCursor}, &p2)
+	if len(p1.Sessions) != 1 || p1.NextCursor == "" || len(p2.Sessions) != 1 || p2.NextCursor != "" ||
+		p1.Sessions[0].Header.ID == p2.Sessions[0].Header.ID {
+		t.Fatalf("pages %+v / %+v", p1, p2)
+	}
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
