@@ -67,6 +67,9 @@ type App struct {
 	Store       store.Store
 	Catalog     *provider.Catalog
 	Composition *compose.Composition
+
+	// extraTools are Options.Tools, registered in every top-level session.
+	extraTools []tool.Definition
 }
 
 // ConfigError marks errors in configuration or usage (exit code 2).
@@ -79,13 +82,25 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 type Options struct {
 	// Patches are --patch files applied after config.yaml, in order.
 	Patches []string
+	// Home, when set, is $DSH_HOME for this app (a program embedding dsh
+	// names its own); "" reads $DSH_HOME, else ~/.dsh.
+	Home string
+	// Tools are extra tools (an embedding program's) registered in every
+	// top-level session beside the profile's, run through the same
+	// pipeline: permission rules, approvals, hooks and logging apply.
+	Tools []tool.Definition
 }
 
 // Compose loads the configuration and composes the profile without
 // opening the store (for dsh config dump).
 func Compose(o Options) (string, config.Config, *compose.Composition, error) {
-	home, err := config.Home()
-	if err != nil {
+	home := o.Home
+	var err error
+	if home == "" {
+		if home, err = config.Home(); err != nil {
+			return "", config.Config{}, nil, &ConfigError{err}
+		}
+	} else if home, err = filepath.Abs(home); err != nil {
 		return "", config.Config{}, nil, &ConfigError{err}
 	}
 	cfg, err := config.Load(home)
@@ -162,7 +177,8 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub()}, nil
+	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub(),
+		extraTools: append([]tool.Definition(nil), o.Tools...)}, nil
 }
 
 // openExistingStore starts opening $DSH_HOME/dsh.db on another goroutine
@@ -294,7 +310,7 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 		return nil, err
 	}
 	s, err := a.wire(ctx, log, route, effort, wiring{
-		human: o.Human, permPreset: o.Permission, approval: o.Approval, mcpServers: o.MCPServers,
+		human: o.Human, permPreset: o.Permission, approval: o.Approval, extraTools: a.extraTools, mcpServers: o.MCPServers,
 	})
 	// A new session is stored and leased while it is wired.
 	lease, lerr := leased()

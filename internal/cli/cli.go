@@ -82,6 +82,10 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return delegateCmd(ctx, args[1:], stdio)
 	case "mcp":
 		return mcpCmd(ctx, args[1:], stdio)
+	case "acp":
+		return acpCmd(ctx, args[1:], stdio)
+	case "rpc":
+		return rpcCmd(ctx, args[1:], stdio)
 	case "version", "--version":
 		fmt.Fprintln(stdio.Stdout, "dsh", app.Version)
 		return ExitOK

@@ -278,6 +278,43 @@ and session leases released. The API is described at /api/openapi.json.`,
 		},
 	},
 	{
+		path:     "acp",
+		synopsis: []string{"acp [--model P/M] [--permission PRESET] [--agent-preset NAME]"},
+		summary:  "serve the Agent Client Protocol (v1) on standard input/output, for editors",
+		text: `Runs dsh as an ACP agent: newline-delimited JSON-RPC 2.0 on standard input
+and output, nothing but frames on standard output, diagnostics on standard
+error. Editors (Zed, JetBrains IDEs, Neovim plugins) start it as a
+subprocess. Sessions are dsh sessions: they can be listed, loaded (replayed)
+and resumed later, also by "dsh run --resume". When standard input ends,
+running turns are cancelled, logs flushed and the process exits 0.`,
+		flags: `  --model P/M            model of new sessions as provider/model (default from config)
+  --permission PRESET    permission preset of new sessions: read-only, workspace-write, auto or full-access
+  --agent-preset NAME    agent preset of new sessions (standard, minimal, or one from the profile)`,
+		examples: []string{
+			"dsh acp",
+			"dsh acp --permission read-only --model deepseek/deepseek-v4-pro",
+		},
+	},
+	{
+		path:     "rpc",
+		synopsis: []string{"rpc [--model P/M] [--permission PRESET] [--agent-preset NAME]"},
+		summary:  "serve dsh's JSON-RPC 2.0 runtime on standard input/output, for programs",
+		text: `Runs the dsh runtime for programs in any language: newline-delimited
+JSON-RPC 2.0 on standard input and output (methods initialize,
+session/create, session/resume, session/prompt, session/cancel,
+session/list, session/get, session/events, approval/respond; notifications
+for every session event, status change and approval). The protocol, with
+Python and Node examples, is in docs/rpc.md. When standard input ends,
+running turns are cancelled, logs flushed and the process exits 0.`,
+		flags: `  --model P/M            model of new sessions as provider/model (default from config)
+  --permission PRESET    permission preset of new sessions: read-only, workspace-write, auto or full-access
+  --agent-preset NAME    agent preset of new sessions (standard, minimal, or one from the profile)`,
+		examples: []string{
+			"dsh rpc",
+			"python3 my_agent_driver.py   # which starts: dsh rpc --permission read-only",
+		},
+	},
+	{
 		path:     "version",
 		synopsis: []string{"version"},
 		summary:  "print dsh's version",

@@ -25,6 +25,9 @@ type CreateRequest struct {
 	Approval    string `json:"approval,omitempty"`
 	AgentPreset string `json:"agentPreset,omitempty"`
 	Title       string `json:"title,omitempty"`
+	// MCPServers are MCP servers for this session only (an ACP client's
+	// session/new), started with it and stopped with it.
+	MCPServers []mcp.ServerConfig `json:"-"`
 }
 
 // Create creates a new live session.
@@ -35,6 +38,7 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 	defer h.wg.Done()
 	o, ans := h.sessionOptions(app.SessionOptions{
 		Cwd: r.Cwd, Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
+		MCPServers: r.MCPServers,
 	})
 	sess, err := h.app.OpenSession(ctx, o)
 	if err != nil {
@@ -74,6 +78,9 @@ type ResumeRequest struct {
 	Permission  string
 	Approval    string
 	AgentPreset string
+	// MCPServers are MCP servers for this session only while it is open
+	// (ignored when it is already live).
+	MCPServers []mcp.ServerConfig
 }
 
 // Resume opens a stored session live (taking its lease: SESSION_BUSY when
@@ -97,6 +104,7 @@ func (h *Host) Resume(ctx context.Context, r ResumeRequest) (Info, error) {
 	}
 	e, err := h.ensureLive(ctx, full, app.SessionOptions{
 		Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
+		MCPServers: r.MCPServers,
 	})
 	if err != nil {
 		return Info{}, err

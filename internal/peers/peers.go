@@ -27,6 +27,11 @@ var Packages = map[string]string{
 	"mcp-server-filesystem": "@modelcontextprotocol/server-filesystem@2026.8.31",
 }
 
+// ACPSDK is the official ACP TypeScript SDK, the client the `dsh acp`
+// integration tests drive dsh with; it is a library, not a binary, so it
+// lives in the prefix's node_modules rather than in Packages.
+const ACPSDK = "@agentclientprotocol/sdk@2.4.0"
+
 // Find returns the absolute path of the named peer binary, or an error
 // saying where it looked and how to install it.
 func Find(name string) (string, error) {
