@@ -60,6 +60,10 @@ type Bridge struct {
 	// warned keeps a name that could not be registered from being
 	// reported again at every resync.
 	warned map[string]bool
+	// down maps a tool withdrawn because its server lost the connection
+	// to that server, so a call the model makes to it meanwhile ends
+	// MCP_DISCONNECTED rather than as an unknown tool.
+	down map[string]*mcp.Server
 }
 
 type entry struct {
@@ -72,7 +76,8 @@ type entry struct {
 // connection unregisters. A name already registered by something else
 // (a built-in tool) is never replaced.
 func Bind(reg *tool.Registry, servers []*mcp.Server, o Options) *Bridge {
-	b := &Bridge{reg: reg, o: o, servers: slices.Clone(servers), owned: map[string]entry{}, warned: map[string]bool{}}
+	b := &Bridge{reg: reg, o: o, servers: slices.Clone(servers), owned: map[string]entry{}, warned: map[string]bool{}, down: map[string]*mcp.Server{}}
+	reg.AddExplainer(b.explain)
 	for _, s := range b.servers {
 		b.stops = append(b.stops, s.Watch(b.sync))
 	}
@@ -142,6 +147,14 @@ func (b *Bridge) sync() {
 		if w, ok := want[name]; !ok || w.tool != have.tool {
 			b.reg.Unregister("", name)
 			delete(b.owned, name)
+			if !ok && !have.server.Connected() {
+				b.down[name] = have.server
+			}
+		}
+	}
+	for name, s := range b.down {
+		if s.Connected() {
+			delete(b.down, name) // back, or gone for good after a resync
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
@@ -186,6 +199,22 @@ func (b *Bridge) sync() {
 			}
 		}
 	}
+}
+
+// explain is the registry's explainer for tools withdrawn while their
+// server is disconnected.
+func (b *Bridge) explain(name string) *tool.Error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.down[name]
+	if !ok || b.closed || s.Connected() {
+		return nil
+	}
+	why := s.Status().LastError
+	if why == "" {
+		why = "the connection ended"
+	}
+	return tool.Errorf(mcp.CodeDisconnected, "tool %s is unavailable: MCP server %s is disconnected (%s); its tools return when it reconnects", name, s.Name(), why)
 }
 
 func (b *Bridge) offered(name string) bool { return b.o.Offer == nil || b.o.Offer(name) }

@@ -199,12 +199,24 @@ func TestKill9UnregistersAndReregisters(t *testing.T) {
 	b := Bind(reg, m.Servers(), Options{})
 	defer b.Close()
 	before := reg.Names("")
+	echo := ""
+	for _, n := range before {
+		if strings.HasSuffix(n, "__echo") {
+			echo = n
+		}
+	}
 	var mu sync.Mutex
 	var seen [][]string
+	var whileDown []*tool.Error
 	changed := make(chan struct{}, 100)
 	stop := s.Watch(func() {
+		names := reg.Names("")
 		mu.Lock()
-		seen = append(seen, reg.Names(""))
+		seen = append(seen, names)
+		if len(names) == 0 {
+			// A call the model makes now to a withdrawn tool.
+			whileDown = append(whileDown, reg.Explain(echo))
+		}
 		mu.Unlock()
 		select {
 		case changed <- struct{}{}:
@@ -235,6 +247,17 @@ func TestKill9UnregistersAndReregisters(t *testing.T) {
 	}
 	if !down {
 		t.Errorf("the tools were never unregistered: %v", seen)
+	}
+	for _, e := range whileDown {
+		if e == nil || e.Code != mcp.CodeDisconnected {
+			t.Errorf("a call to %s while its server was down: %+v, want %s", echo, e, mcp.CodeDisconnected)
+		}
+	}
+	if len(whileDown) == 0 {
+		t.Error("never observed the server down")
+	}
+	if e := reg.Explain(echo); e != nil {
+		t.Errorf("after reconnecting, Explain(%s) = %+v", echo, e)
 	}
 }
 
