@@ -180,6 +180,10 @@ type SessionOptions struct {
 	// Holder says what holds the session's lease while it is open ("dsh
 	// run"), for the message a second process gets; "" means "dsh".
 	Holder string
+	// Origin and OriginInfo go into a new session's header (automated
+	// sessions: "schedule", "github").
+	Origin     string
+	OriginInfo *session.OriginInfo
 }
 
 // Session is a wired agent over a live session log.
@@ -204,6 +208,8 @@ type Session struct {
 	// lease is the session lease this process holds (nil for children,
 	// which their parent's process writes).
 	lease store.Lease
+	// hooks are the session's user hooks (nil: none configured).
+	hooks *sessionHooks
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -315,6 +321,17 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		}
 		return ag.Inject(m)
 	}
+	e.steer = func(m llm.Message) error {
+		if ag == nil {
+			return errors.New("agent not started")
+		}
+		return ag.Steer(m)
+	}
+	e.cancelTurn = func() {
+		if ag != nil {
+			_ = ag.Cancel("hook", true)
+		}
+	}
 	if w.permPreset != "" {
 		if _, ok := permission.LookupPreset(w.permPreset); !ok {
 			return nil, &ConfigError{fmt.Errorf("unknown permission preset %q (want read-only, workspace-write, auto or full-access)", w.permPreset)}
@@ -324,6 +341,13 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		if _, err := permission.ParseApproval(w.approval); err != nil {
 			return nil, &ConfigError{err}
 		}
+	}
+	// User hooks attach first: their pre-step runs after compaction's (which
+	// puts itself first) and their pre-execute before the permission rules.
+	resumed := len(log.Events()) > 0
+	userHooks, err := e.installHooks(ctx, resumed)
+	if err != nil {
+		return nil, err
 	}
 	// Early plugins (permissions, web) set up what tool rows build on.
 	for _, early := range []bool{true, false} {
@@ -391,9 +415,14 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	if err := proj.Register(catalog.Unit(log.Header())); err != nil {
 		return nil, err
 	}
+	for _, m := range contextMessages(e.pendingContext) {
+		if err := ag.Inject(m); err != nil {
+			return nil, err
+		}
+	}
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler}, nil
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler, hooks: userHooks}, nil
 }
 
 func newMessageID() string {
@@ -461,7 +490,8 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, stor
 	if err != nil {
 		return nil, nil, err
 	}
-	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset}
+	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset,
+		Origin: o.Origin, OriginInfo: o.OriginInfo}
 	if err := a.Store.Create(ctx, h); err != nil {
 		return nil, nil, err
 	}

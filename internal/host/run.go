@@ -24,6 +24,15 @@ type CreateRequest struct {
 	Approval    string `json:"approval,omitempty"`
 	AgentPreset string `json:"agentPreset,omitempty"`
 	Title       string `json:"title,omitempty"`
+	// Origin marks a session an automation started (a schedule, a
+	// webhook); it goes into the header. Drivers set it, clients cannot.
+	Origin *Origin `json:"-"`
+}
+
+// Origin is the kind and details of an automated session's origin.
+type Origin struct {
+	Kind string
+	Info session.OriginInfo
 }
 
 // Create creates a new live session.
@@ -35,6 +44,10 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 	o, ans := h.sessionOptions(app.SessionOptions{
 		Cwd: r.Cwd, Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
 	})
+	if r.Origin != nil {
+		info := r.Origin.Info
+		o.Origin, o.OriginInfo = r.Origin.Kind, &info
+	}
 	sess, err := h.app.OpenSession(ctx, o)
 	if err != nil {
 		return Info{}, classify(err)

@@ -37,8 +37,9 @@ import (
 // to migrate when the schema changes. Version 2 added the leases table,
 // version 3 the summary columns of the sessions table (summary.go),
 // version 4 the workspace registry (workspaces.go) and the partial
-// indexes of top-level listings.
-const schemaVersion = 4
+// indexes of top-level listings, version 5 the automation tables
+// (automation.go).
+const schemaVersion = 5
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -194,6 +195,9 @@ func (s *Store) init(ctx context.Context) error {
 		}
 		if _, err := tx.ExecContext(ctx, schemaV4); err != nil {
 			return fmt.Errorf("migrate schema to version 4: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, schemaV5); err != nil {
+			return fmt.Errorf("migrate schema to version 5: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err

@@ -42,7 +42,7 @@ func TestSchemaV3Migrates(t *testing.T) {
 
 	s2 := openAt(t, path)
 	var v int
-	if err := s2.r.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 4 {
+	if err := s2.r.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != schemaVersion {
 		t.Fatalf("user_version %d, %v", v, err)
 	}
 	m := entries(t, s2)
