@@ -34,6 +34,9 @@ type ExecResult struct {
 	Err error
 }
 
+// drainGrace bounds the wait for a hook's stdout to end after it exited.
+const drainGrace = 200 * time.Millisecond
+
 var errHookTimeout = errors.New("hook timed out")
 
 // Exec runs command with /bin/sh in dir, in its own process group, with
@@ -62,8 +65,10 @@ func Exec(ctx context.Context, command, dir string, env map[string]string, stdin
 	var out boundedBuffer
 	var wg sync.WaitGroup
 	wg.Add(2)
+	readDone := make(chan struct{})
 	go func() {
 		defer wg.Done()
+		defer close(readDone)
 		_, _ = io.Copy(&out, p.Stdout())
 	}()
 	go func() {
@@ -74,6 +79,15 @@ func Exec(ctx context.Context, command, dir string, env map[string]string, stdin
 		_ = p.Stdin().Close()
 	}()
 	info, werr := p.Wait()
+	// What the hook wrote before it exited is still in the pipe: read it
+	// before the teardown closes our end. A background child that keeps
+	// the pipe open gets drainGrace, then the teardown.
+	t := time.NewTimer(drainGrace)
+	select {
+	case <-readDone:
+	case <-t.C:
+	}
+	t.Stop()
 	tctx, tcancel := context.WithTimeout(context.Background(), proc.KillWait)
 	p.Teardown(tctx)
 	tcancel()
