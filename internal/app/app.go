@@ -298,7 +298,8 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		reg: tool.NewRegistry(), prompt: prompt.NewAssembler(), runtime: &prompt.Runtime{},
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
 		app: a, human: w.human, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
-		warn: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
+		warn:   func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
+		effort: string(effort),
 	}
 	e.pipe = tool.NewPipeline(e.reg)
 	for _, t := range preset.Tools {

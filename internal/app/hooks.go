@@ -44,9 +44,13 @@ type sessionHooks struct {
 	queue   []func(context.Context)
 	signal  chan struct{}
 	closing bool // guarded by mu
-	stop    context.CancelFunc
-	done    chan struct{}
-	stopCnt map[int]int // turn → Stop continuations so far
+	// promptID is the id of the current prompt (guarded by mu); started
+	// holds each running call's start, for duration_ms.
+	promptID string
+	started  map[string]time.Time
+	stop     context.CancelFunc
+	done     chan struct{}
+	stopCnt  map[int]int // turn → Stop continuations so far
 }
 
 // installHooks attaches the user hooks to the session's extension points.
@@ -65,11 +69,17 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 		return nil, nil
 	}
 	log := e.log
-	sh := &sessionHooks{log: log, signal: make(chan struct{}, 1), done: make(chan struct{}), stopCnt: map[int]int{}}
+	sh := &sessionHooks{log: log, signal: make(chan struct{}, 1), done: make(chan struct{}), stopCnt: map[int]int{}, started: map[string]time.Time{}}
 	tr := &transcript{path: filepath.Join(e.app.Home, "transcripts", log.ID()+".jsonl"), log: log}
 	sh.runner = &hooks.Runner{
 		Set: set, SessionID: log.ID(), Cwd: e.cwd, Transcript: tr.sync,
 		PermissionMode: func() string { return "default" },
+		PromptID: func() string {
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
+			return sh.promptID
+		},
+		Effort: e.effort,
 		Log: func(typ string, data any) error {
 			_, err := log.Append(typ, data, session.Ignorable())
 			return err
@@ -86,6 +96,9 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 		if prompt == "" {
 			return in.Messages, false, nil
 		}
+		sh.mu.Lock()
+		sh.promptID = newMessageID()
+		sh.mu.Unlock()
 		out := r.Fire(ctx, hooks.UserPromptSubmit, "", map[string]any{"prompt": prompt})
 		if out.Decision == hooks.DecisionBlock || out.Decision == hooks.DecisionDeny || out.Stop {
 			return nil, true, nil
@@ -97,7 +110,15 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 		sh.mu.Lock()
 		n := sh.stopCnt[turn]
 		sh.mu.Unlock()
-		out := r.Fire(ctx, hooks.Stop, "", map[string]any{"stop_hook_active": n > 0})
+		tasks := []map[string]any{}
+		for _, j := range e.app.jobs.reg.List(log.ID()) {
+			if j.Ended.IsZero() {
+				tasks = append(tasks, map[string]any{"id": j.ID, "kind": j.Kind, "description": j.Description})
+			}
+		}
+		out := r.Fire(ctx, hooks.Stop, "", map[string]any{"stop_hook_active": n > 0, "last_assistant_message": lastAssistantText(log),
+			// dsh has no session-scoped cron jobs.
+			"background_tasks": tasks, "session_crons": []any{}})
 		if (out.Decision != hooks.DecisionBlock && out.Decision != hooks.DecisionDeny) || out.Stop || n >= maxStopContinuations {
 			return
 		}
@@ -113,6 +134,9 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 	// PreToolUse: deny > ask > allow; an allow does not lift dsh's own
 	// rules (the rest of the chain still runs).
 	e.pipe.UsePreExecute(func(ctx context.Context, c *tool.Call, next func(context.Context) tool.Decision) tool.Decision {
+		sh.mu.Lock()
+		sh.started[c.ID] = time.Now()
+		sh.mu.Unlock()
 		out := r.Fire(ctx, hooks.PreToolUse, c.Name, toolFields(c))
 		for _, m := range contextMessages(out.Context) {
 			_ = e.inject(m)
@@ -142,6 +166,12 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 	e.pipe.UsePostExecute(func(ctx context.Context, c *tool.Call, res tool.Result) tool.PostDecision {
 		ev := hooks.PostToolUse
 		f := toolFields(c)
+		sh.mu.Lock()
+		if t0, ok := sh.started[c.ID]; ok {
+			f["duration_ms"] = time.Since(t0).Milliseconds()
+			delete(sh.started, c.ID)
+		}
+		sh.mu.Unlock()
 		if res.IsError {
 			ev = hooks.PostToolUseFailure
 			f["error"] = resultText(res)
@@ -351,6 +381,17 @@ func resultText(r tool.Result) string {
 		b.WriteString(r.Error.Message)
 	}
 	return b.String()
+}
+
+// lastAssistantText is the text of the model's latest answer.
+func lastAssistantText(log *session.Log) string {
+	msgs := log.Messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == llm.RoleAssistant {
+			return msgs[i].Text()
+		}
+	}
+	return ""
 }
 
 // promptText is the text of the human messages entering a step.

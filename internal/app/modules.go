@@ -77,6 +77,8 @@ type env struct {
 	cancelTurn func()
 	// compactHooks are the user PreCompact/PostCompact hooks (nil: none).
 	compactHooks *compaction.Hooks
+	// effort is the session's reasoning effort ("" = the model's default).
+	effort string
 	// pendingContext is hook context (SessionStart) injected into the
 	// first step once the agent exists.
 	pendingContext []string

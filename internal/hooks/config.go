@@ -264,9 +264,9 @@ type LoadOptions struct {
 
 // source is one candidate configuration file.
 type source struct {
-	path    string
-	dialect Dialect
-	project bool // needs trust
+	path     string
+	dialect  Dialect
+	project  bool // needs trust
 	settings bool
 }
 

@@ -96,6 +96,11 @@ type Runner struct {
 	Transcript func() string
 	// PermissionMode goes into payloads as Claude Code's permission_mode.
 	PermissionMode func() string
+	// PromptID is the id of the prompt the session is working on ("":
+	// none yet), Claude Code's prompt_id.
+	PromptID func() string
+	// Effort is the reasoning effort level, Claude Code's effort.level.
+	Effort string
 	// Log appends a hook/invoked or hook/result event; nil logs nothing.
 	Log func(typ string, data any) error
 	// Env adds variables to each hook's environment.
@@ -123,8 +128,22 @@ func (r *Runner) Fire(ctx context.Context, ev Event, subject string, fields map[
 	if r.Transcript != nil {
 		payload["transcript_path"] = r.Transcript()
 	}
-	if r.PermissionMode != nil {
+	// The common keys each event carries, as Claude Code sends them.
+	if r.PermissionMode != nil && ev != SessionStart && ev != SessionEnd {
 		payload["permission_mode"] = r.PermissionMode()
+	}
+	if r.PromptID != nil && ev != SessionStart {
+		if id := r.PromptID(); id != "" {
+			payload["prompt_id"] = id
+		}
+	}
+	switch ev {
+	case PreToolUse, PostToolUse, PostToolUseFailure, PermissionRequest, Stop, SubagentStop:
+		effort := r.Effort
+		if effort == "" {
+			effort = "default"
+		}
+		payload["effort"] = map[string]string{"level": effort}
 	}
 	for k, v := range fields {
 		payload[k] = v

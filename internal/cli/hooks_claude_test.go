@@ -1,0 +1,197 @@
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/peers"
+)
+
+// hooksDoc is one hooks configuration for both agents: every hook records
+// its stdin (one JSON line) in $HOOKREC/events.jsonl; PreToolUse blocks
+// one command with exit 2 and another with a JSON deny; Stop blocks once
+// (forcing one more step), then lets the turn end.
+const hooksDoc = `{"hooks":{
+ "SessionStart":[{"hooks":[{"type":"command","command":"{ cat; echo; } >> \"$HOOKREC/events.jsonl\""}]}],
+ "UserPromptSubmit":[{"hooks":[{"type":"command","command":"{ cat; echo; } >> \"$HOOKREC/events.jsonl\""}]}],
+ "PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"in=$(cat); printf '%s\\n' \"$in\" >> \"$HOOKREC/events.jsonl\"; case \"$in\" in *blocked-by-exit2*) echo 'denied by exit 2' >&2; exit 2;; *blocked-by-json*) echo '{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\",\"permissionDecisionReason\":\"denied by json\"}}';; esac"}]}],
+ "PostToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"{ cat; echo; } >> \"$HOOKREC/events.jsonl\""}]}],
+ "Stop":[{"hooks":[{"type":"command","command":"{ cat; echo; } >> \"$HOOKREC/events.jsonl\"; if [ ! -e \"$HOOKREC/stopped-once\" ]; then touch \"$HOOKREC/stopped-once\"; echo 'one more step please' >&2; exit 2; fi"}]}],
+ "SessionEnd":[{"hooks":[{"type":"command","command":"{ cat; echo; } >> \"$HOOKREC/events.jsonl\""}]}]
+}}`
+
+// recorded reads the hook payloads a run left.
+func recorded(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("hook stdin is not JSON: %v: %s", err, line)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// script is the same scripted session for both agents; tool is the
+// agent's name of its shell tool.
+func script(tool string) []llmtest.Response {
+	call := func(cmd string) llmtest.Response {
+		b, _ := json.Marshal(map[string]string{"command": cmd, "description": "test"})
+		return llmtest.Response{ToolCalls: []llmtest.ToolCall{{Name: tool, Arguments: string(b)}}}
+	}
+	return []llmtest.Response{
+		call("echo allowed-one"),
+		call("echo blocked-by-exit2"),
+		call("echo blocked-by-json"),
+		{Text: "first stop"},
+		{Text: "final answer"},
+	}
+}
+
+// TestHooksMatchClaudeCode runs the same scripted session through dsh and
+// through the real Claude Code (both against the fake model server), with
+// the same hooks: the same events fire in the same order with the same
+// payload keys, exit 2 and a JSON deny block the call in both, and the
+// Stop hook forces one more step in both.
+func TestHooksMatchClaudeCode(t *testing.T) {
+	bin, err := peers.Find("claude")
+	if err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	// Claude Code.
+	csrv := llmtest.New()
+	defer csrv.Close()
+	csrv.Enqueue(script("Bash")...)
+	chome, crec, ccwd := t.TempDir(), t.TempDir(), t.TempDir()
+	cfgDir := filepath.Join(chome, ".claude")
+	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "settings.json"), []byte(hooksDoc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cc := exec.CommandContext(ctx, bin, "-p", "run the checks", "--output-format", "stream-json", "--verbose",
+		"--model", "claude-fake-model", "--allowedTools", "Bash")
+	cc.Dir = ccwd
+	cc.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + chome, "CLAUDE_CONFIG_DIR=" + cfgDir,
+		"ANTHROPIC_BASE_URL=" + csrv.URL(), "ANTHROPIC_API_KEY=dummy", "DISABLE_AUTOUPDATER=1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "HOOKREC=" + crec}
+	cout, err := cc.CombinedOutput()
+	if err != nil {
+		t.Fatalf("claude: %v\n%s", err, cout)
+	}
+
+	// dsh.
+	e := newEnv(t)
+	e.srv.Enqueue(script("bash")...)
+	drec := t.TempDir()
+	if err := os.WriteFile(filepath.Join(e.home, "hooks.json"), []byte(hooksDoc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dc := e.cmd(ctx, "run", "--approval", "never", "run the checks")
+	dc.Env = append(dc.Env, "HOOKREC="+drec)
+	dout, err := dc.CombinedOutput()
+	if err != nil {
+		t.Fatalf("dsh run: %v\n%s", err, dout)
+	}
+	if !strings.Contains(string(dout), "final answer") {
+		t.Errorf("dsh did not take the forced step:\n%s", dout)
+	}
+
+	claude, dsh := recorded(t, crec), recorded(t, drec)
+	seq := func(evs []map[string]any) []string {
+		var out []string
+		for _, m := range evs {
+			s, _ := m["hook_event_name"].(string)
+			if in, ok := m["tool_input"].(map[string]any); ok {
+				s += ":" + strings.TrimPrefix(in["command"].(string), "echo ")
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	if os.Getenv("DSH_TEST_DUMP_HOOKS") != "" {
+		for _, m := range claude {
+			b, _ := json.Marshal(m)
+			t.Logf("claude payload: %s", b)
+		}
+	}
+	t.Logf("claude: %q", seq(claude))
+	t.Logf("dsh:    %q", seq(dsh))
+	want := []string{"SessionStart", "UserPromptSubmit", "PreToolUse:allowed-one", "PostToolUse:allowed-one",
+		"PreToolUse:blocked-by-exit2", "PreToolUse:blocked-by-json", "Stop", "Stop", "SessionEnd"}
+	if !slices.Equal(seq(claude), want) {
+		t.Errorf("claude's events %q, want %q", seq(claude), want)
+	}
+	if !slices.Equal(seq(dsh), seq(claude)) {
+		t.Fatalf("dsh's events %q, claude's %q", seq(dsh), seq(claude))
+	}
+	for i := range claude {
+		ck, dk := keys(claude[i]), keys(dsh[i])
+		if !slices.Equal(ck, dk) {
+			t.Errorf("%s: payload keys differ:\n claude %q\n dsh    %q", seq(claude)[i], ck, dk)
+		}
+	}
+	// Stop: the forced step is visible to the second Stop hook.
+	if dsh[6]["stop_hook_active"] != false || dsh[7]["stop_hook_active"] != true ||
+		claude[6]["stop_hook_active"] != false || claude[7]["stop_hook_active"] != true {
+		t.Errorf("stop_hook_active: claude %v %v, dsh %v %v", claude[6]["stop_hook_active"], claude[7]["stop_hook_active"], dsh[6]["stop_hook_active"], dsh[7]["stop_hook_active"])
+	}
+	// Both models saw the blocked calls' reasons and made five requests.
+	for name, srv := range map[string]*llmtest.Server{"claude": csrv, "dsh": e.srv} {
+		reqs := srv.Requests()
+		var n int
+		body := ""
+		for _, r := range reqs {
+			if r.Format == llmtest.FormatAnthropic || name == "dsh" {
+				n++
+				body = string(r.Body)
+			}
+		}
+		if n != 5 {
+			t.Errorf("%s: %d model requests, want 5", name, n)
+		}
+		for _, s := range []string{"denied by exit 2", "denied by json", "one more step please"} {
+			if !strings.Contains(body, s) {
+				t.Errorf("%s: the last request lacks %q", name, s)
+			}
+		}
+		if strings.Contains(body, "blocked-by-exit2\\n") {
+			t.Errorf("%s: a blocked command ran", name)
+		}
+	}
+}
