@@ -44,6 +44,7 @@ type sessionHooks struct {
 	queue   []func(context.Context)
 	signal  chan struct{}
 	closing bool // guarded by mu
+	child   bool // a subagent child: no session lifecycle hooks
 	// promptID is the id of the current prompt (guarded by mu); started
 	// holds each running call's start, for duration_ms.
 	promptID string
@@ -86,10 +87,15 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 		},
 	}
 	r := sh.runner
+	// A subagent child is not a session of its own to the user: its tool
+	// calls meet the same hooks, its lifecycle is the parent's
+	// SubagentStart/SubagentStop.
+	child := log.Header().ParentSession != "" && log.Header().Origin == subagent.OriginSubagent
+	sh.child = child
 
 	// UserPromptSubmit: the first step of a turn carries the prompt.
 	e.hooks.PreStep = append(e.hooks.PreStep, func(ctx context.Context, in agent.PreStep) ([]llm.Message, bool, error) {
-		if in.Step != 1 || !set.Has(hooks.UserPromptSubmit) {
+		if in.Step != 1 || child || !set.Has(hooks.UserPromptSubmit) {
 			return in.Messages, false, nil
 		}
 		prompt := promptText(in.Messages)
@@ -107,6 +113,9 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 	})
 	// Stop: a blocking answer steers the agent into one more step.
 	e.hooks.TurnStopping = append(e.hooks.TurnStopping, func(ctx context.Context, turn int) {
+		if child || !set.Has(hooks.Stop) {
+			return
+		}
 		sh.mu.Lock()
 		n := sh.stopCnt[turn]
 		sh.mu.Unlock()
@@ -208,19 +217,21 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 		},
 	}
 	// Observations: the subagent lifecycle and notifications.
-	if set.Has(hooks.SubagentStart) || set.Has(hooks.SubagentStop) || set.Has(hooks.Notification) {
+	if !child && (set.Has(hooks.SubagentStart) || set.Has(hooks.SubagentStop) || set.Has(hooks.Notification)) {
 		wctx, cancel := context.WithCancel(context.Background())
 		sh.stop = cancel
 		go sh.work(wctx)
 		log.Observe(sh.observe)
 	}
 	// SessionStart.
-	src := "startup"
-	if resumed {
-		src = "resume"
+	if !child {
+		src := "startup"
+		if resumed {
+			src = "resume"
+		}
+		out := r.Fire(ctx, hooks.SessionStart, src, map[string]any{"source": src})
+		e.pendingContext = append(e.pendingContext, out.Context...)
 	}
-	out := r.Fire(ctx, hooks.SessionStart, src, map[string]any{"source": src})
-	e.pendingContext = append(e.pendingContext, out.Context...)
 	return sh, nil
 }
 
@@ -245,10 +256,6 @@ func (sh *sessionHooks) observe(ev session.Event) {
 		}
 		run = func(ctx context.Context) {
 			r.Fire(ctx, hooks.SubagentStop, "", map[string]any{"agent_id": p.ChildID, "stop_hook_active": false, "stop_reason": p.StopReason})
-		}
-	case session.TypeApprovalAsked:
-		run = func(ctx context.Context) {
-			r.Fire(ctx, hooks.Notification, "permission_prompt", map[string]any{"message": "dsh needs your permission", "notification_type": "permission_prompt"})
 		}
 	case session.TypeTurnEnd:
 		run = func(ctx context.Context) {
@@ -316,7 +323,9 @@ func (sh *sessionHooks) close(reason string) {
 		t.Stop()
 		sh.stop()
 	}
-	sh.runner.Fire(context.Background(), hooks.SessionEnd, reason, map[string]any{"reason": reason})
+	if !sh.child {
+		sh.runner.Fire(context.Background(), hooks.SessionEnd, reason, map[string]any{"reason": reason})
+	}
 }
 
 // hookAnswerer runs PermissionRequest hooks before the person (or the
@@ -349,6 +358,9 @@ func (h *hookAnswerer) Answer(ctx context.Context, q permission.Question) (permi
 	if h.inner == nil {
 		return permission.Verdict{Outcome: tool.Unavailable, Reason: "no one can answer"}, nil
 	}
+	// A person is about to be asked.
+	h.r.Fire(ctx, hooks.Notification, "permission_prompt", map[string]any{
+		"message": "dsh needs your permission to use " + q.ToolName, "notification_type": "permission_prompt"})
 	return h.inner.Answer(ctx, q)
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,4 +195,127 @@ func TestHooksMatchClaudeCode(t *testing.T) {
 			t.Errorf("%s: a blocked command ran", name)
 		}
 	}
+}
+
+// TestHooksEveryEvent drives dsh through every event it fires: a failing
+// tool call (PostToolUseFailure), a bash call a rule sends to approval that
+// a PermissionRequest hook allows, a delegation (SubagentStart/Stop), the
+// end of the turn (Notification), then a manual compaction of the stored
+// session (SessionStart "resume", PreCompact/PostCompact). Every run is
+// logged as hook/invoked and hook/result.
+func TestHooksEveryEvent(t *testing.T) {
+	e := newEnv(t)
+	rec := t.TempDir()
+	record := `{ cat; echo; } >> \"$HOOKREC/events.jsonl\"`
+	var groups []string
+	for _, ev := range []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact",
+		"PostCompact", "Stop", "SubagentStart", "SubagentStop", "SessionEnd", "Notification"} {
+		groups = append(groups, `"`+ev+`":[{"hooks":[{"type":"command","command":"`+record+`"}]}]`)
+	}
+	allow := `{\"hookSpecificOutput\":{\"hookEventName\":\"PermissionRequest\",\"decision\":{\"behavior\":\"allow\"}}}`
+	groups = append(groups, `"PermissionRequest":[{"matcher":"Bash","hooks":[{"type":"command","command":"`+record+`; echo '`+allow+`'"}]}]`)
+	if err := os.WriteFile(filepath.Join(e.home, "hooks.json"), []byte(`{"hooks":{`+strings.Join(groups, ",")+`}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "profile:\n  - id: permissions\n    module: permissions\n    config:\n      rules:\n        - {tool: bash, action: ask, reason: check it}\n"
+	if err := os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		mu.Lock()
+		defer mu.Unlock()
+		body := string(r.Body)
+		switch n := r.ToolResultCount(); {
+		case strings.Contains(body, "is about to be replaced by a summary"):
+			return llmtest.Response{Text: "SUMMARY of the session"}
+		case strings.Contains(body, "CHILD TASK") && !strings.Contains(body, "exercise the hooks"):
+			return llmtest.Response{Text: "child says hi"}
+		case n == 0:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("read", map[string]any{"path": filepath.Join(e.cwd, "missing.txt")})}}
+		case n == 1:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo approved-by-hook")}}
+		case n == 2:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{toolCall("subagent", map[string]any{"description": "greeter", "prompt": "CHILD TASK: say hi"})}}
+		default:
+			return llmtest.Response{Text: "all done"}
+		}
+	})
+	c := e.cmd(t.Context(), "run", "--json", "exercise the hooks")
+	c.Env = append(c.Env, "HOOKREC="+rec)
+	var o, se strings.Builder
+	c.Stdout, c.Stderr = &o, &se
+	if err := c.Run(); err != nil {
+		t.Fatalf("dsh run: %v\n%s", err, se.String())
+	}
+	events, res := parseJSONRun(t, o.String())
+	// dsh compact resumes the stored session: SessionStart "resume" and the
+	// compaction hooks.
+	cc := e.cmd(t.Context(), "compact", res.SessionID)
+	cc.Env = append(cc.Env, "HOOKREC="+rec)
+	if out, err := cc.CombinedOutput(); err != nil {
+		t.Fatalf("dsh compact: %v\n%s", err, out)
+	}
+	got := recorded(t, rec)
+	var names []string
+	byName := map[string][]map[string]any{}
+	for _, m := range got {
+		n := m["hook_event_name"].(string)
+		names = append(names, n)
+		byName[n] = append(byName[n], m)
+	}
+	t.Logf("events: %q", names)
+	for _, want := range []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest",
+		"SubagentStart", "SubagentStop", "Stop", "Notification", "SessionEnd", "PreCompact", "PostCompact"} {
+		if len(byName[want]) == 0 {
+			t.Errorf("%s did not fire", want)
+		}
+	}
+	if f := byName["PostToolUseFailure"]; len(f) == 0 || f[0]["tool_name"] != "read" || f[0]["error"] == "" {
+		t.Errorf("PostToolUseFailure %v", f)
+	}
+	if p := byName["PermissionRequest"]; len(p) != 1 || p[0]["tool_name"] != "bash" {
+		t.Errorf("PermissionRequest %v", p)
+	}
+	if !strings.Contains(o.String(), "approved-by-hook\\n") {
+		t.Error("the call the PermissionRequest hook allowed did not run")
+	}
+	if s := byName["SessionStart"]; len(s) != 2 || s[0]["source"] != "startup" || s[1]["source"] != "resume" {
+		t.Errorf("SessionStart %v", s)
+	}
+	if p := byName["PreCompact"]; len(p) != 1 || p[0]["trigger"] != "manual" {
+		t.Errorf("PreCompact %v", p)
+	}
+	if n := byName["Notification"]; len(n) == 0 || n[0]["notification_type"] != "turn_finished" {
+		t.Errorf("Notification %v", n)
+	}
+	// The child's own tool calls would meet the hooks, but it has no
+	// session lifecycle of its own: one UserPromptSubmit, the parent's.
+	if len(byName["UserPromptSubmit"]) != 1 {
+		t.Errorf("UserPromptSubmit fired %d times", len(byName["UserPromptSubmit"]))
+	}
+	// Every run is in the log.
+	_, stored, _ := exportEvents(t, e, res.SessionID)
+	inv, done := 0, 0
+	for _, ev := range stored {
+		switch ev.Type {
+		case "hook/invoked":
+			inv++
+		case "hook/result":
+			done++
+			var r struct {
+				Event      string `json:"event"`
+				Command    string `json:"command"`
+				ExitCode   *int   `json:"exitCode"`
+				DurationMs *int64 `json:"durationMs"`
+			}
+			if err := json.Unmarshal(ev.Data, &r); err != nil || r.Event == "" || r.Command == "" || r.ExitCode == nil || r.DurationMs == nil {
+				t.Errorf("hook/result %s", ev.Data)
+			}
+		}
+	}
+	if inv == 0 || inv != done || inv < len(got)-2 {
+		t.Errorf("hook/invoked %d, hook/result %d, hook runs %d", inv, done, len(got))
+	}
+	_ = events
 }
