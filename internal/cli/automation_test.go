@@ -260,9 +260,14 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 	var posts []map[string]any
 	posted := make(chan struct{}, 1)
 	calls := 0
+	var prJSON []byte // the fixture's pull request, served for the comment's review
 	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
+		if r.Method == http.MethodGet && r.URL.Path == "/repos/Codertocat/Hello-World/pulls/2" {
+			_, _ = w.Write(prJSON)
+			return
+		}
 		if r.Method != http.MethodPost || r.URL.Path != "/repos/Codertocat/Hello-World/pulls/2/reviews" || r.Header.Get("Authorization") != "Bearer gh-test-token" {
 			http.Error(w, "unexpected", http.StatusNotFound)
 			return
@@ -314,6 +319,14 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 	ready = bytes.ReplaceAll(ready, []byte("ec26c3e57ca3a959ca5aad62de7213c562f8c821"), []byte(head))
 	ready = bytes.ReplaceAll(ready, []byte("f95f852bd8fca8fcc58a9a2d6c842781e32a215e"), []byte(base))
 
+	var readyDoc struct {
+		PullRequest json.RawMessage `json:"pull_request"`
+	}
+	must(json.Unmarshal(ready, &readyDoc))
+	mu.Lock()
+	prJSON = readyDoc.PullRequest
+	mu.Unlock()
+
 	flipped := bytes.Clone(ready)
 	flipped[len(flipped)/2] ^= 1
 	if code, _ := post("pull_request", "d-flip", "application/json", flipped, github.Sign(secret, ready)); code != 401 {
@@ -348,19 +361,44 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 	if code, body := post("pull_request", "d-ready", "application/json", ready, github.Sign(secret, ready)); code != 200 || !strings.Contains(body, `"duplicate":true`) {
 		t.Errorf("redelivery: %d %s", code, body)
 	}
-	select {
-	case <-posted:
-	case <-ctx.Done():
-		t.Fatal("no review was posted")
+	// A person's "@dsh review" comment on the pull request (GitHub's example
+	// comment, placed on the pull request): the head commit comes from the
+	// REST API, the worktree is reused.
+	comment := edit(t, pick(t, comments, "created"), func(m map[string]any) {
+		m["comment"].(map[string]any)["body"] = "could you @dsh review this?"
+		m["issue"].(map[string]any)["number"] = 2
+		m["issue"].(map[string]any)["pull_request"] = map[string]any{"url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/2"}
+	})
+	for i, want := range []int{202, 200} { // the second is a redelivery
+		select {
+		case <-posted:
+		case <-ctx.Done():
+			t.Fatal("no review was posted")
+		}
+		if code, body := post("issue_comment", "d-comment", "application/json", comment, github.Sign(secret, comment)); code != want {
+			t.Fatalf("comment %d: %d %s", i, code, body)
+		}
 	}
 	stop()
 	mu.Lock()
-	if calls != 2 || len(posts) != 1 || posts[0]["commit_id"] != head || posts[0]["event"] != "COMMENT" || posts[0]["body"] != "REVIEW: looks fine" {
+	if calls != 3 || len(posts) != 2 {
 		t.Errorf("calls %d, posts %v", calls, posts)
+	}
+	for _, p := range posts {
+		if p["commit_id"] != head || p["event"] != "COMMENT" || p["body"] != "REVIEW: looks fine" {
+			t.Errorf("review %v", p)
+		}
 	}
 	mu.Unlock()
 	origins := listedOrigins(t, e)
-	if len(origins) != 1 || origins[0]["kind"] != "github" || origins[0]["delivery"] != "d-ready" || origins[0]["repo"] != "Codertocat/Hello-World" || origins[0]["pr"] != float64(2) {
+	deliveries := map[any]bool{}
+	for _, o := range origins {
+		if o["kind"] != "github" || o["repo"] != "Codertocat/Hello-World" || o["pr"] != float64(2) {
+			t.Fatalf("sessions: %v", origins)
+		}
+		deliveries[o["delivery"]] = true
+	}
+	if len(origins) != 2 || !deliveries["d-ready"] || !deliveries["d-comment"] {
 		t.Fatalf("sessions: %v", origins)
 	}
 	// The model got the metadata in the untrusted block, in a worktree at

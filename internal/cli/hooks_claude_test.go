@@ -319,3 +319,40 @@ func TestHooksEveryEvent(t *testing.T) {
 	}
 	_ = events
 }
+
+// TestHooksCommands: a project hooks file is ignored (and said so) until
+// "dsh hooks trust"; "dsh hooks list" names its source; "dsh hooks test"
+// runs the matching hooks on a sample payload and prints the decision.
+func TestHooksCommands(t *testing.T) {
+	e := newEnv(t)
+	if err := os.MkdirAll(filepath.Join(e.cwd, ".dsh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(e.cwd, ".dsh", "hooks.json")
+	doc := `{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"echo no pushing >&2; exit 2"}]}]}}`
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := e.dsh("", "hooks", "list")
+	if code != 0 || !strings.Contains(out, "no hooks") || !strings.Contains(errOut, "ignored until trusted") {
+		t.Fatalf("untrusted list: %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code = e.dsh("", "hooks", "trust"); code != 0 || !strings.Contains(out, "trusted "+file) {
+		t.Fatalf("trust: %d %q %q", code, out, errOut)
+	}
+	out, _, _ = e.dsh("", "hooks", "list", "--json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 || rows[0]["source"] != file || rows[0]["event"] != "PreToolUse" {
+		t.Fatalf("list: %v %s", err, out)
+	}
+	out, errOut, code = e.dsh("", "hooks", "test", "PreToolUse", "--tool", "bash", "--input", `{"command":"git push"}`)
+	if code != 0 || !strings.Contains(out, "1 hook(s) ran; decision: deny (no pushing)") {
+		t.Fatalf("test: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code = e.dsh("", "hooks", "test", "Nope"); code != 2 || !strings.Contains(errOut, "unknown hook event") {
+		t.Errorf("unknown event: %d %s", code, errOut)
+	}
+	if _, errOut, code = e.dsh("", "hooks", "test", "PreToolUse", "--input", "{bad"); code != 2 || !strings.Contains(errOut, "not valid JSON") {
+		t.Errorf("bad input: %d %s", code, errOut)
+	}
+}
