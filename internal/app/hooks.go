@@ -328,6 +328,16 @@ func (sh *sessionHooks) close(reason string) {
 	}
 }
 
+// abort ends the worker without running anything more (the wiring
+// failed).
+func (sh *sessionHooks) abort() {
+	if sh == nil || sh.stop == nil {
+		return
+	}
+	sh.stop()
+	<-sh.done
+}
+
 // hookAnswerer runs PermissionRequest hooks before the person (or the
 // host's queue) is asked; allow or deny answers, anything else falls
 // through.

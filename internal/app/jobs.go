@@ -153,6 +153,10 @@ func (s *Session) Close() {
 	s.SettleTitle(context.Background())
 	s.hooks.close("other")
 	s.jobs.detach(s.Log.ID())
+	if s.mcpBridge != nil {
+		s.mcpBridge.Close()
+	}
+	s.mcpOwn.Close()
 	if s.live != nil {
 		s.live.remove(s.Log.ID())
 	}

@@ -323,5 +323,6 @@ func modules() *compose.Registry {
 	registerACPModules(must)
 	registerCodexModules(must)
 	registerClaudeModules(must)
+	registerMCPModules(must)
 	return r
 }

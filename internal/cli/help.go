@@ -49,9 +49,12 @@ prompt; put "--" before a prompt that starts with "-".`,
   --continue            continue the newest session of this directory
   --permission PRESET   read-only, workspace-write (default), auto or full-access
   --approval POLICY     ask (default) or never
+  --mcp-prompt SPEC     render the MCP prompt SERVER:PROMPT (or SERVER:PROMPT:{"arg":"value"})
+                        as the user message, before PROMPT (which may then be left out)
   --patch FILE          apply this profile patch file after config.yaml (repeatable)`,
 		examples: []string{
 			`dsh run "fix the failing test in ./parser"`,
+			`dsh run --mcp-prompt 'github:review-pr:{"number":"42"}'`,
 			`git diff | dsh run --permission read-only "review this diff" -`,
 			`dsh run --continue "now add a test for it"`,
 			`dsh run --json --resume 0197c3e2-5b1a-7c4e-9d2f-1a2b3c4d5e6f "summarise what you did"`,
@@ -148,6 +151,39 @@ existing workspace and changes nothing.`,
 		summary:  "remove a workspace registration",
 		text:     `Only the registration goes: the directory, its files and its sessions stay.`,
 		examples: []string{"dsh workspace rm 5f0c2a1e"},
+	},
+
+	// The mcp subcommands.
+	{
+		path:    "mcp",
+		summary: "inspect the configured MCP servers and call their tools",
+		text: `MCP servers are configured under mcp_servers in config.yaml (or as
+"mcp-server" profile rows); their tools reach the model as
+mcp__SERVER__TOOL and run through approval like any tool: a server with
+approval ask (the default) asks before every call.`,
+		examples: []string{"dsh mcp list", `dsh mcp call everything echo '{"message":"hi"}'`},
+	},
+	{
+		path:     "mcp list",
+		synopsis: []string{"mcp list [--json] [--patch FILE]..."},
+		summary:  "start every configured MCP server once and show its state",
+		text: `STATE is connected, failed or disabled; TOOLS counts the tools offered to the
+model (after the tools allow/deny filter), with +resources and +prompts
+when the server has them; SOURCE is the file and row that configure it.`,
+		flags: `  --json         print the servers as a JSON array
+  --patch FILE   apply this profile patch file after config.yaml (repeatable)`,
+		examples: []string{"dsh mcp list", "dsh mcp list --json"},
+	},
+	{
+		path:     "mcp call",
+		synopsis: []string{"mcp call [--json] [--patch FILE]... SERVER TOOL [JSON]"},
+		summary:  "call one tool of one MCP server directly, for debugging",
+		text: `TOOL is the server's own tool name (not mcp__SERVER__TOOL); JSON is the
+arguments object (default {}). No model and no approval are involved. The
+exit status is 1 when the call fails or the tool reports an error.`,
+		flags: `  --json         print the server's whole result as JSON
+  --patch FILE   apply this profile patch file after config.yaml (repeatable)`,
+		examples: []string{`dsh mcp call everything echo '{"message":"hi"}'`, `dsh mcp call --json fs list_directory '{"path":"."}'`},
 	},
 
 	{

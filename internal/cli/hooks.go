@@ -17,7 +17,7 @@ import (
 // project's hooks file, or run the hooks of one event on a sample payload.
 func hooksCmd(ctx context.Context, args []string, stdio IO) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdio.Stderr, usage)
+		fmt.Fprint(stdio.Stderr, usage())
 		return ExitUsage
 	}
 	switch args[0] {

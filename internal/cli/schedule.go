@@ -17,7 +17,7 @@ import (
 // scheduleCmd runs "dsh schedule": scheduled runs that dsh serve fires.
 func scheduleCmd(ctx context.Context, args []string, stdio IO) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdio.Stderr, usage)
+		fmt.Fprint(stdio.Stderr, usage())
 		return ExitUsage
 	}
 	switch args[0] {

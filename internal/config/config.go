@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/mcp"
 )
 
 // Config is the user configuration. Every field is optional.
@@ -32,6 +33,10 @@ type Config struct {
 	// Profile rows are applied over the built-in profile (see
 	// internal/compose): a row with an existing id replaces it.
 	Profile []compose.Row `yaml:"profile"`
+	// MCPServers are Model Context Protocol servers whose tools the agent
+	// may call; each is shorthand for an "mcp-server" profile row with id
+	// "mcp.<name>".
+	MCPServers []mcp.ServerConfig `yaml:"mcp_servers"`
 	// Hooks configures user hooks beyond $DSH_HOME/hooks.json and the
 	// project's .dsh/hooks.json.
 	Hooks Hooks `yaml:"hooks"`
@@ -173,6 +178,13 @@ func Parse(name string, data []byte) (Config, error) {
 			fe.Suggestion = compose.Nearest(p.Protocol, []string{"openai", "anthropic"})
 			return Config{}, compose.InFile(name, fe)
 		}
+	}
+	if err := mcp.ValidateSet(c.MCPServers); err != nil {
+		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "mcp_servers", Problem: err.Error()}
+		if v := value(doc, "mcp_servers"); v != nil {
+			fe.Line = v.Line
+		}
+		return Config{}, compose.InFile(name, fe)
 	}
 	if _, err := llm.ParseEffort(c.Effort); err != nil {
 		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "effort", Problem: fmt.Sprintf("key \"effort\" must be off, low, high or max, not %q", c.Effort),

@@ -10,6 +10,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
 )
@@ -221,6 +222,17 @@ func (h *Host) Log(id string) (*session.Log, bool) {
 		return nil, false
 	}
 	return e.sess.Log, true
+}
+
+// MCPServer returns the MCP server name as live session id sees it (the
+// profile's servers and the session's own), for a driver that renders an
+// MCP prompt into the session's first message.
+func (h *Host) MCPServer(id, name string) (*mcp.Server, bool) {
+	e, _ := h.lookup(id)
+	if e == nil {
+		return nil, false
+	}
+	return e.sess.MCPServer(name)
 }
 
 // SettleTitle waits briefly for a session-title call of live session id

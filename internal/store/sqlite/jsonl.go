@@ -85,6 +85,10 @@ func (s *Store) Import(ctx context.Context, r io.Reader) (session.Header, error)
 	if err != nil {
 		return session.Header{}, fmt.Errorf("import: %w", err)
 	}
+	st, err := s.appendStmts(ctx, len(events) >= insertChunk)
+	if err != nil {
+		return session.Header{}, fmt.Errorf("import: %w", err)
+	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.insertSession(ctx, tx, h); err != nil {
 			return err
@@ -98,7 +102,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader) (session.Header, error)
 			return err
 		}
 		defer enc.stop()
-		return s.appendTx(ctx, tx, h.ID, enc)
+		return s.appendTx(ctx, tx, st, h.ID, enc)
 	})
 	if err != nil {
 		return session.Header{}, fmt.Errorf("import: %w", err)
