@@ -55,6 +55,29 @@ func recorded(t *testing.T, dir string) []map[string]any {
 	return out
 }
 
+// recordedFiles reads one payload per file, in the order of their names.
+func recordedFiles(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	var out []map[string]any
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("hook stdin is not JSON: %v: %s", err, b)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 func keys(m map[string]any) []string {
 	var ks []string
 	for k := range m {
@@ -206,7 +229,9 @@ func TestHooksMatchClaudeCode(t *testing.T) {
 func TestHooksEveryEvent(t *testing.T) {
 	e := newEnv(t)
 	rec := t.TempDir()
-	record := `{ cat; echo; } >> \"$HOOKREC/events.jsonl\"`
+	// One file per run (observation hooks run beside the others, so a
+	// shared file could interleave), named by the time of the run.
+	record := `cat > \"$HOOKREC/$(date +%s%N).$$.json\"`
 	var groups []string
 	for _, ev := range []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact",
 		"PostCompact", "Stop", "SubagentStart", "SubagentStop", "SessionEnd", "Notification"} {
@@ -256,7 +281,7 @@ func TestHooksEveryEvent(t *testing.T) {
 	if out, err := cc.CombinedOutput(); err != nil {
 		t.Fatalf("dsh compact: %v\n%s", err, out)
 	}
-	got := recorded(t, rec)
+	got := recordedFiles(t, rec)
 	var names []string
 	byName := map[string][]map[string]any{}
 	for _, m := range got {
