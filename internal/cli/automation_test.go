@@ -149,6 +149,14 @@ func TestScheduleServeEndToEnd(t *testing.T) {
 	if n := len(listedOrigins(t, e)); n < before+1 {
 		t.Fatalf("after restart %d sessions, want more than %d", n, before)
 	}
+	// dsh schedule run: now, in its own process, with the same origin.
+	n := len(listedOrigins(t, e))
+	if out, errOut, code := e.dsh("", "schedule", "run", id[:8]); code != 0 || !strings.Contains(out, "scheduled run done") || !strings.Contains(errOut, "session ") {
+		t.Fatalf("schedule run: %d %q %q", code, out, errOut)
+	}
+	if o := listedOrigins(t, e); len(o) != n+1 || o[0]["kind"] != "schedule" || o[0]["id"] != id {
+		t.Fatalf("after schedule run: %v", o)
+	}
 	if _, _, code := e.dsh("", "schedule", "rm", id); code != 0 {
 		t.Fatal("schedule rm")
 	}

@@ -200,3 +200,34 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// The opt-in imports: Codex's hooks.json (regex matchers) and Claude
+// Code's settings files (the user's directly, the project's once trusted).
+func TestImports(t *testing.T) {
+	home, user, proj := t.TempDir(), t.TempDir(), t.TempDir()
+	for path, doc := range map[string]string{
+		filepath.Join(user, ".codex", "hooks.json"):     `{"hooks":{"PreToolUse":[{"matcher":"ba.h","hooks":[{"type":"command","command":"codex-hook"}]}]}}`,
+		filepath.Join(user, ".claude", "settings.json"): `{"model":"x","hooks":{"Stop":[{"hooks":[{"type":"command","command":"claude-user-hook"}]}]}}`,
+		filepath.Join(proj, ".claude", "settings.json"): `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"claude-project-hook"}]}]}}`,
+	} {
+		must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		must(t, os.WriteFile(path, []byte(doc), 0o600))
+	}
+	set, err := Load(LoadOptions{Home: home, ProjectDir: proj, UserHome: user, Import: []string{ImportClaude, ImportCodex}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	for _, h := range set.Hooks {
+		cmds = append(cmds, h.Command)
+	}
+	if strings.Join(cmds, ",") != "claude-user-hook,codex-hook" || len(set.Warnings) != 1 {
+		t.Fatalf("hooks %q warnings %q", cmds, set.Warnings)
+	}
+	if len(set.For(PreToolUse, "bash")) != 1 {
+		t.Error("codex regex matcher did not match bash")
+	}
+	if _, err := Load(LoadOptions{Home: home, Import: []string{"vim"}}); err == nil {
+		t.Error("an unknown import was accepted")
+	}
+}

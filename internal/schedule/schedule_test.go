@@ -213,3 +213,57 @@ func TestRunnerOverlapAndCoalesce(t *testing.T) {
 		}
 	})
 }
+
+// A daily 02:30 in Paris through 2000 (synctest's clock starts on
+// 2000-01-01 UTC): 304 firings by November, the nonexistent 02:30 of
+// 26 March skipped with one log line, the repeated one of 29 October
+// fired once.
+func TestRunnerAcrossDST(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &memStore{recs: map[string]store.ScheduleRecord{}}
+		s := &Schedule{Spec: Spec{Kind: KindCron, Cron: "30 2 * * *", TZ: "Europe/Paris"}, Cwd: "/", Prompt: "p", Approval: "never"}
+		if err := Add(t.Context(), st, s, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		close(release)
+		fs := &fakeStarter{release: release}
+		var mu sync.Mutex
+		var logs []string
+		ctx, cancel := context.WithCancel(t.Context())
+		r := &Runner{Store: st, Starter: fs, Reload: time.Hour, Logf: func(f string, a ...any) {
+			mu.Lock()
+			logs = append(logs, fmt.Sprintf(f, a...))
+			mu.Unlock()
+		}}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = r.Run(ctx) }()
+		time.Sleep(time.Until(time.Date(2000, 11, 1, 0, 0, 0, 0, time.UTC)))
+		synctest.Wait()
+		cancel()
+		<-done
+		if n := fs.count(); n != 304 {
+			t.Errorf("%d firings, want 304", n)
+		}
+		paris := paris(t)
+		fs.mu.Lock()
+		oct := 0
+		for _, f := range fs.fires {
+			if l := f.In(paris); l.Month() == 10 && l.Day() == 29 {
+				oct++
+			}
+		}
+		fs.mu.Unlock()
+		mu.Lock()
+		gap := 0
+		for _, l := range logs {
+			if strings.Contains(l, "local time 2000-03-26 02:30 does not exist in Europe/Paris") {
+				gap++
+			}
+		}
+		mu.Unlock()
+		if oct != 1 || gap != 1 {
+			t.Errorf("29 October fired %d times; %d gap log lines", oct, gap)
+		}
+	})
+}
