@@ -423,3 +423,63 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 		t.Errorf("worktrees:\n%s", wts)
 	}
 }
+
+// TestScheduleOverlapSkipped: while a run's model call is held, the next
+// firings of its schedule are skipped (and logged); once it is released
+// the schedule fires again. Every fired line is one session.
+func TestScheduleOverlapSkipped(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	var once sync.Once
+	first := make(chan struct{})
+	e.srv.SetFallback(func(llmtest.Request) llmtest.Response {
+		held := false
+		once.Do(func() { held = true; close(first) })
+		if held {
+			<-release
+		}
+		return llmtest.Response{Text: "done"}
+	})
+	out, errOut, code := e.dsh("", "schedule", "add", "--every", "1s", "--cwd", e.cwd, "--prompt", "tick")
+	m := regexp.MustCompile(`^schedule ([0-9a-f-]{36}) added`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("schedule add: %d %q %s", code, out, errOut)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	_, lines, stop := startServe(t, e, ctx, nil)
+	fired := regexp.MustCompile(`: fired at \S+: session `)
+	skipped := regexp.MustCompile(`^dsh serve: schedule ` + m[1] + `: firing at \S+ skipped: the previous run of this schedule is still running$`)
+	nFired, nSkipped := 0, 0
+	for l := range lines {
+		switch {
+		case fired.MatchString(l):
+			nFired++
+		case skipped.MatchString(l):
+			nSkipped++
+		}
+		if nSkipped == 2 {
+			break
+		}
+	}
+	<-first
+	if nFired != 1 {
+		t.Fatalf("%d firings while the first run was held", nFired)
+	}
+	close(release)
+	for l := range lines {
+		if fired.MatchString(l) {
+			nFired++
+			break
+		}
+	}
+	stop()
+	for l := range lines {
+		if fired.MatchString(l) {
+			nFired++
+		}
+	}
+	if got := len(listedOrigins(t, e)); got != nFired || nFired < 2 {
+		t.Errorf("%d sessions, %d fired lines", got, nFired)
+	}
+}
