@@ -381,3 +381,47 @@ func TestHooksCommands(t *testing.T) {
 		t.Errorf("bad input: %d %s", code, errOut)
 	}
 }
+
+// TestHookDecisionsInDsh: a UserPromptSubmit exit 2 blocks the turn before
+// any model call; SessionStart and UserPromptSubmit output reach the model
+// as context; a PostToolUse block replaces the result with its reason.
+func TestHookDecisionsInDsh(t *testing.T) {
+	e := newEnv(t)
+	doc := `{"hooks":{
+ "SessionStart":[{"hooks":[{"type":"command","command":"echo SESSION-CONTEXT-1"}]}],
+ "UserPromptSubmit":[{"hooks":[{"type":"command","command":"in=$(cat); case \"$in\" in *forbidden*) echo 'prompt refused' >&2; exit 2;; esac; echo '{\"hookSpecificOutput\":{\"hookEventName\":\"UserPromptSubmit\",\"additionalContext\":\"PROMPT-CONTEXT-2\"}}'"}]}],
+ "PostToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"echo '{\"decision\":\"block\",\"reason\":\"POST-BLOCKED-3\"}'"}]}]}}`
+	if err := os.WriteFile(filepath.Join(e.home, "hooks.json"), []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, _ := e.dsh("", "run", "--json", "a forbidden thing")
+	events, res := parseJSONRun(t, out)
+	blocked := false
+	for _, ev := range events {
+		if ev.Type == "turn/end" && strings.Contains(string(ev.Data), `"kind":"blocked"`) {
+			blocked = true
+		}
+	}
+	if !blocked || len(e.srv.Requests()) != 0 {
+		t.Fatalf("blocked prompt: %+v, %d model requests\n%s", res, len(e.srv.Requests()), errOut)
+	}
+	e.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo tool-ran")}}, llmtest.Response{Text: "ok"})
+	out, errOut, code := e.dsh("", "run", "--json", "--approval", "never", "a fine thing")
+	if code != 0 {
+		t.Fatalf("run: %d %s", code, errOut)
+	}
+	reqs := e.srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	first, last := string(reqs[0].Body), string(reqs[1].Body)
+	for _, s := range []string{"SESSION-CONTEXT-1", "PROMPT-CONTEXT-2"} {
+		if !strings.Contains(first, s) {
+			t.Errorf("the first request lacks %s", s)
+		}
+	}
+	if !strings.Contains(last, "POST-BLOCKED-3") {
+		t.Error("the PostToolUse block did not reach the model")
+	}
+	_ = out
+}
