@@ -126,11 +126,11 @@ func TestClientRetries(t *testing.T) {
 		calls++
 		switch {
 		case strings.Contains(r.URL.Path, "/pulls/404/"):
-			http.Error(w, "nope", 404)
+			http.Error(w, "nope", http.StatusNotFound)
 		case calls < 3:
-			http.Error(w, "busy", 502)
+			http.Error(w, "busy", http.StatusBadGateway)
 		default:
-			w.WriteHeader(200)
+			w.WriteHeader(http.StatusOK)
 		}
 	}))
 	defer srv.Close()
