@@ -245,7 +245,15 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 	comments := webhookFixtures(t, "issue_comment")
 	pings := webhookFixtures(t, "ping")
 	e := newEnv(t)
-	e.srv.SetFallback(func(llmtest.Request) llmtest.Response { return llmtest.Response{Text: "REVIEW: looks fine"} })
+	// The review looks at its environment first: neither the token nor
+	// the secret may be there (their variables' names carry no secret
+	// marker, so only dsh serve's own care keeps them out).
+	e.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		if r.ToolResultCount() == 0 {
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("env; git log --oneline -1")}}
+		}
+		return llmtest.Response{Text: "REVIEW: looks fine"}
+	})
 
 	clone := t.TempDir()
 	gitRun(t, clone, "init", "-q", "-b", "main")
@@ -293,13 +301,13 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 		posted <- struct{}{}
 	}))
 	defer gh.Close()
-	cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_SECRET\n  token_env: DSH_TEST_GH_TOKEN\n  api_url: " + gh.URL +
+	cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_HMAC\n  token_env: DSH_TEST_GH_PAT\n  api_url: " + gh.URL +
 		"\n  repositories:\n    - repo: Codertocat/Hello-World\n      path: " + clone + "\n"
 	must(os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600))
 
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	stdout, _, stop := startServe(t, e, ctx, []string{"DSH_TEST_WEBHOOK_SECRET=s3cret", "DSH_TEST_GH_TOKEN=gh-test-token"}, "--github-webhook", "127.0.0.1:0")
+	stdout, _, stop := startServe(t, e, ctx, []string{"DSH_TEST_WEBHOOK_HMAC=s3cret", "DSH_TEST_GH_PAT=gh-test-token"}, "--github-webhook", "127.0.0.1:0")
 	first, err := stdout.ReadString('\n')
 	m := regexp.MustCompile(`^dsh serve github webhook listening on (http://127\.0\.0\.1:[0-9]+/github)\n$`).FindStringSubmatch(first)
 	if err != nil || m == nil {
@@ -419,8 +427,21 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 		t.Errorf("the user's checkout moved to %s", got)
 	}
 	wts := gitRun(t, clone, "worktree", "list", "--porcelain")
-	if !strings.Contains(wts, "HEAD "+head) || strings.Contains(string(reqs[0].Body), "gh-test-token") {
+	if !strings.Contains(wts, "HEAD "+head) {
 		t.Errorf("worktrees:\n%s", wts)
+	}
+	sawEnv := false
+	for _, r := range reqs {
+		body := string(r.Body)
+		if strings.Contains(body, "gh-test-token") || strings.Contains(body, "s3cret") {
+			t.Fatal("the token or the secret reached the model")
+		}
+		if strings.Contains(body, "DSH_HOME=") && strings.Contains(body, "change") {
+			sawEnv = true // the env listing and the head commit's subject
+		}
+	}
+	if !sawEnv {
+		t.Error("the review session's bash output did not reach the model")
 	}
 }
 

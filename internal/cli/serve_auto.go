@@ -46,6 +46,12 @@ func startAutomation(ctx context.Context, a *app.App, h *host.Host, ghAddr strin
 		if gc.TokenEnv != "" {
 			token = os.Getenv(gc.TokenEnv)
 		}
+		// Both stay in this process only: no command a session runs (bash,
+		// hooks, external agents) inherits them, whatever their names.
+		_ = os.Unsetenv(gc.WebhookSecretEnv)
+		if gc.TokenEnv != "" {
+			_ = os.Unsetenv(gc.TokenEnv)
+		}
 		cfg := github.Config{Secret: []byte(secret), Token: token, APIURL: gc.APIURL, Trigger: gc.Trigger, Model: gc.Model,
 			WorktreeDir: filepath.Join(a.Home, "github", "worktrees")}
 		for _, r := range gc.Repositories {
