@@ -60,7 +60,7 @@ func (r *HostReviewer) Review(ctx context.Context, job Job) (string, error) {
 		perm = "read-only"
 	}
 	info, err := r.Host.Create(ctx, host.CreateRequest{
-		Cwd: wt, Model: r.Config.Model, Permission: perm, Approval: "never",
+		Cwd: wt, Model: r.Config.Model, Permission: perm, Approval: "never", Headless: true,
 		Title:  fmt.Sprintf("Review %s#%d", job.Repo, pr.Number),
 		Origin: &host.Origin{Kind: OriginKind, Info: session.OriginInfo{Delivery: job.Delivery, Repo: job.Repo, PR: pr.Number}},
 	})

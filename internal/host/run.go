@@ -28,6 +28,10 @@ type CreateRequest struct {
 	// Origin marks a session an automation started (a schedule, a
 	// webhook); it goes into the header. Drivers set it, clients cannot.
 	Origin *Origin `json:"-"`
+	// Headless opens the session without the host's approval queue:
+	// nobody is there to answer, so an ask no reviewer or hook decides is
+	// unavailable at once instead of waiting for a client (automation).
+	Headless bool `json:"-"`
 }
 
 // Origin is the kind and details of an automated session's origin.
@@ -48,6 +52,9 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 	if r.Origin != nil {
 		info := r.Origin.Info
 		o.Origin, o.OriginInfo = r.Origin.Kind, &info
+	}
+	if r.Headless && h.cfg.Human == nil {
+		o.Human, ans = nil, nil
 	}
 	sess, err := h.app.OpenSession(ctx, o)
 	if err != nil {

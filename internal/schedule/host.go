@@ -20,7 +20,7 @@ type HostStarter struct{ Host *host.Host }
 func (h HostStarter) Start(ctx context.Context, s Schedule, fire time.Time) (string, error) {
 	perm, approval := s.SessionChoices()
 	info, err := h.Host.Create(ctx, host.CreateRequest{
-		Cwd: s.Cwd, Model: s.Model, Permission: perm, Approval: approval,
+		Cwd: s.Cwd, Model: s.Model, Permission: perm, Approval: approval, Headless: true,
 		Origin: &host.Origin{Kind: OriginKind, Info: session.OriginInfo{ID: s.ID, FireTime: fire.UTC().Format(time.RFC3339Nano)}},
 	})
 	if err != nil {

@@ -29,7 +29,9 @@ type Schedule struct {
 	Model      string `json:"model,omitempty"`
 	Permission string `json:"permission,omitempty"`
 	// Approval is never (an ask is refused) or auto (the automatic
-	// reviewer answers asks under the auto permission preset).
+	// reviewer answers asks under the auto permission preset; what it
+	// would hand to a person is unavailable, since the session is
+	// headless).
 	Approval string `json:"approval"`
 	// CreatedAt and LastFire are Unix milliseconds (LastFire 0: never).
 	CreatedAt int64 `json:"createdAt"`
