@@ -423,5 +423,22 @@ func TestHookDecisionsInDsh(t *testing.T) {
 	if !strings.Contains(last, "POST-BLOCKED-3") {
 		t.Error("the PostToolUse block did not reach the model")
 	}
-	_ = out
+	// continue:false from a PreToolUse hook ends the turn (aborted by
+	// "hook") without running the call.
+	stopDoc := `{"hooks":{"PreToolUse":[{"hooks":[{"type":"command","command":"echo '{\"continue\":false,\"stopReason\":\"halt now\"}'"}]}]}}`
+	if err := os.WriteFile(filepath.Join(e.home, "hooks.json"), []byte(stopDoc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo must-not-run")}}, llmtest.Response{Text: "unreachable"})
+	out, _, _ = e.dsh("", "run", "--json", "--approval", "never", "try it")
+	events, _ = parseJSONRun(t, out)
+	aborted := false
+	for _, ev := range events {
+		if ev.Type == "turn/end" && strings.Contains(string(ev.Data), `"cause":"hook"`) {
+			aborted = true
+		}
+	}
+	if !aborted || strings.Contains(out, "must-not-run\\n") || len(e.srv.Requests()) != 3 {
+		t.Errorf("continue:false: aborted %v, %d model requests\n%s", aborted, len(e.srv.Requests()), out)
+	}
 }
