@@ -658,14 +658,23 @@ func (a *App) LatestSession(ctx context.Context, cwd string) (string, error) {
 }
 
 func (a *App) latestSession(ctx context.Context, cwd string) (string, error) {
-	entries, err := a.Store.List(ctx, store.ListFilter{Cwd: cwd, TopLevelOnly: true})
-	if err != nil {
-		return "", err
-	}
-	for _, e := range entries { // newest first
-		if e.Err == nil && e.Header.Cwd == cwd && e.Header.ParentSession == "" {
-			return e.Header.ID, nil
+	// Newest first, a page at a time: the first readable one is nearly
+	// always on the first page, however many sessions the directory has.
+	f := store.ListFilter{Cwd: cwd, TopLevelOnly: true, Limit: 16}
+	for {
+		entries, err := a.Store.List(ctx, f)
+		if err != nil {
+			return "", err
 		}
+		for _, e := range entries {
+			if e.Err == nil && e.Header.Cwd == cwd && e.Header.ParentSession == "" {
+				return e.Header.ID, nil
+			}
+		}
+		if len(entries) < f.Limit {
+			return "", &ConfigError{ErrNoSession}
+		}
+		c := store.CursorOf(entries[len(entries)-1])
+		f.Before = &c
 	}
-	return "", &ConfigError{ErrNoSession}
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/dsh-dev/dsh/internal/store"
 )
 
-// The automation tables (schema version 6): scheduled runs and the webhook
+// The automation tables (schema version 7): scheduled runs and the webhook
 // deliveries already accepted (the redelivery check).
-const schemaV6 = `
+const schemaV7 = `
 CREATE TABLE IF NOT EXISTS schedules (
 	id         TEXT PRIMARY KEY,
 	data       BLOB NOT NULL,

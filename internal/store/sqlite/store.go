@@ -39,8 +39,10 @@ import (
 // version 3 the summary columns of the sessions table (summary.go),
 // version 4 the workspace registry (workspaces.go) and the partial
 // indexes of top-level listings, version 5 made events a rowid table
-// (schemaV5), version 6 added the automation tables (automation.go).
-const schemaVersion = 6
+// (schemaV5), version 6 the listing indexes ordered by (updated_at, id)
+// that serve a paged listing (schemaV6, list.go), version 7 the
+// automation tables (schemaV7, automation.go).
+const schemaVersion = 7
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -247,6 +249,11 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version 6: %w", err)
 			}
 		}
+		if v < 7 {
+			if _, err := tx.ExecContext(ctx, schemaV7); err != nil {
+				return fmt.Errorf("migrate schema to version 7: %w", err)
+			}
+		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
@@ -416,9 +423,12 @@ func (s *Store) Header(ctx context.Context, id string) (session.Header, error) {
 
 // decodeHeader decodes and checks a stored header.
 func decodeHeader(id string, hb []byte) (session.Header, error) {
-	var h session.Header
-	if err := json.Unmarshal(hb, &h); err != nil {
-		return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+	h, ok := parseHeader(hb)
+	if !ok {
+		h = session.Header{}
+		if err := json.Unmarshal(hb, &h); err != nil {
+			return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+		}
 	}
 	if h.ID != id {
 		return h, corrupt(id, -1, fmt.Sprintf("header names session %q", h.ID))
