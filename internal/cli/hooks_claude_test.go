@@ -406,7 +406,7 @@ func TestHookDecisionsInDsh(t *testing.T) {
 		t.Fatalf("blocked prompt: %+v, %d model requests\n%s", res, len(e.srv.Requests()), errOut)
 	}
 	e.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo tool-ran")}}, llmtest.Response{Text: "ok"})
-	out, errOut, code := e.dsh("", "run", "--json", "--approval", "never", "a fine thing")
+	_, errOut, code := e.dsh("", "run", "--json", "--approval", "never", "a fine thing")
 	if code != 0 {
 		t.Fatalf("run: %d %s", code, errOut)
 	}
