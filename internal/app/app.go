@@ -246,6 +246,10 @@ type SessionOptions struct {
 	// Holder says what holds the session's lease while it is open ("dsh
 	// run"), for the message a second process gets; "" means "dsh".
 	Holder string
+	// Origin and OriginInfo go into a new session's header (automated
+	// sessions: "schedule", "github").
+	Origin     string
+	OriginInfo *session.OriginInfo
 	// MCPServers are MCP servers for this session only, beside the
 	// profile's (e.g. the mcpServers an ACP client sends in session/new):
 	// started when the session is wired, stopped by Session.Close.
@@ -274,6 +278,8 @@ type Session struct {
 	// lease is the session lease this process holds (nil for children,
 	// which their parent's process writes).
 	lease store.Lease
+	// hooks are the session's user hooks (nil: none configured).
+	hooks *sessionHooks
 	// mcpBridge keeps the registry in step with the MCP servers;
 	// mcpOwn are the session's own servers (SessionOptions.MCPServers).
 	mcpBridge *toolsmcp.Bridge
@@ -376,7 +382,8 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		reg: tool.NewRegistry(), prompt: prompt.NewAssembler(), runtime: &prompt.Runtime{},
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
 		app: a, human: w.human, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
-		warn: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
+		warn:   func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
+		effort: string(effort),
 	}
 	e.pipe = tool.NewPipeline(e.reg)
 	for _, t := range preset.Tools {
@@ -399,6 +406,17 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		}
 		return ag.Inject(m)
 	}
+	e.steer = func(m llm.Message) error {
+		if ag == nil {
+			return errors.New("agent not started")
+		}
+		return ag.Steer(m)
+	}
+	e.cancelTurn = func() {
+		if ag != nil {
+			_ = ag.Cancel("hook", true)
+		}
+	}
 	if w.permPreset != "" {
 		if _, ok := permission.LookupPreset(w.permPreset); !ok {
 			return nil, &ConfigError{fmt.Errorf("unknown permission preset %q (want read-only, workspace-write, auto or full-access)", w.permPreset)}
@@ -409,6 +427,19 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 			return nil, &ConfigError{err}
 		}
 	}
+	// User hooks attach first: their pre-step runs after compaction's (which
+	// puts itself first) and their pre-execute before the permission rules.
+	resumed := len(log.Events()) > 0
+	userHooks, err := e.installHooks(ctx, resumed)
+	if err != nil {
+		return nil, err
+	}
+	hooksDone := false
+	defer func() {
+		if !hooksDone {
+			userHooks.abort() // the wiring failed: no session to end
+		}
+	}()
 	// Early plugins (permissions, web) set up what tool rows build on.
 	for _, early := range []bool{true, false} {
 		for _, entry := range a.Composition.Entries {
@@ -493,11 +524,16 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	if err := proj.Register(catalog.Unit(log.Header())); err != nil {
 		return nil, err
 	}
+	for _, m := range contextMessages(e.pendingContext) {
+		if err := ag.Inject(m); err != nil {
+			return nil, err
+		}
+	}
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
-	wired = true
+	wired, hooksDone = true, true
 	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
-		mcpBridge: mcpBridge, mcpOwn: mcpOwn}, nil
+		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks}, nil
 }
 
 func newMessageID() string {
@@ -567,7 +603,8 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, func
 	if err != nil {
 		return nil, nil, err
 	}
-	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset}
+	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset,
+		Origin: o.Origin, OriginInfo: o.OriginInfo}
 	p := startPendingLease(ctx, a.Store, h, holder)
 	log, err := session.NewLog(h, nil, p)
 	if err != nil {

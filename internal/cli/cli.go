@@ -80,6 +80,10 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return serveCmd(ctx, args[1:], stdio)
 	case "delegate":
 		return delegateCmd(ctx, args[1:], stdio)
+	case "hooks":
+		return hooksCmd(ctx, args[1:], stdio)
+	case "schedule":
+		return scheduleCmd(ctx, args[1:], stdio)
 	case "mcp":
 		return mcpCmd(ctx, args[1:], stdio)
 	case "acp":

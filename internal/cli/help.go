@@ -258,7 +258,7 @@ do not count.`,
 	},
 	{
 		path:     "serve",
-		synopsis: []string{"serve [--listen ADDR] [--trusted-host HOST]... [--open]"},
+		synopsis: []string{"serve [--listen ADDR] [--trusted-host HOST]... [--open] [--github-webhook ADDR]"},
 		summary:  "host sessions behind an HTTP API and a web UI",
 		text: `Runs the session host until SIGINT or SIGTERM. The first line on standard
 output is "dsh serve listening on http://HOST:PORT"; the next one is the URL
@@ -267,15 +267,116 @@ first start and kept in $DSH_HOME/serve/token (mode 0600); API clients send
 it as "Authorization: Bearer TOKEN". Requests must name this server in their
 Host header (a loopback name or address, the listen address, or a
 --trusted-host). On SIGINT/SIGTERM running turns are cancelled, logs flushed
-and session leases released. The API is described at /api/openapi.json.`,
+and session leases released. The API is described at /api/openapi.json.
+Scheduled runs ("dsh schedule") fire from start-up. With --github-webhook, a
+second listener takes GitHub review deliveries: signed with the secret named
+by github.webhook_secret_env, matched against github.repositories, each
+accepted delivery recorded before the 202 and reviewed read-only in a worktree
+at the pull request's head commit; with github.token_env set the review is
+posted back.`,
 		flags: `  --listen ADDR          address to listen on (default 127.0.0.1:3080; port 0 picks a free one)
   --trusted-host HOST    another Host header value to accept, e.g. a name behind a proxy (repeatable)
-  --open                 open the web UI in a browser (xdg-open or open)`,
+  --open                 open the web UI in a browser (xdg-open or open)
+  --github-webhook ADDR  also listen on ADDR for GitHub deliveries (only POST /github; see the github section of config.yaml)`,
 		examples: []string{
 			"dsh serve",
 			"dsh serve --listen 127.0.0.1:0 --open",
 			"curl -H \"Authorization: Bearer $(cat ~/.dsh/serve/token)\" http://127.0.0.1:3080/api/sessions",
 		},
+	},
+	// The automation commands: user hooks and scheduled runs (issue 17).
+	{
+		path:    "hooks",
+		summary: "list, trust and test user hooks (Claude Code's hooks format)",
+		text: `Hooks are shell commands run on events (SessionStart, UserPromptSubmit,
+PreToolUse, PermissionRequest, PostToolUse, PostToolUseFailure, PreCompact,
+PostCompact, Stop, SubagentStart, SubagentStop, SessionEnd, Notification) with a
+JSON payload on standard input, as Claude Code runs them. They come from
+$DSH_HOME/hooks.json and <project>/.dsh/hooks.json (run only once trusted), and
+with "hooks: {import: [claude, codex]}" in config.yaml also from
+.claude/settings.json and ~/.codex/hooks.json. Exit code 2 blocks with standard
+error as the reason; JSON on standard output may decide (deny > ask > allow).`,
+		examples: []string{"dsh hooks list", "dsh hooks trust", `dsh hooks test PreToolUse --tool bash --input '{"command":"rm -rf /"}'`},
+	},
+	{
+		path:     "hooks list",
+		synopsis: []string{"hooks list [--cwd DIR] [--json]"},
+		summary:  "show the effective hooks and the file each came from",
+		flags: `  --cwd DIR   session directory whose hooks to list (default: the current directory)
+  --json      print the hooks as a JSON array`,
+		examples: []string{"dsh hooks list", "dsh hooks list --json --cwd ~/src/parser"},
+	},
+	{
+		path:     "hooks trust",
+		synopsis: []string{"hooks trust [DIR]"},
+		summary:  "trust the project hooks file of DIR (default: the current directory)",
+		text: `Records the SHA-256 of <project>/.dsh/hooks.json (and of .claude/settings.json
+when the claude import is on) in $DSH_HOME/hooks-trust.json. A project file runs
+only while its content is the trusted one: after an edit, trust it again.`,
+		examples: []string{"dsh hooks trust", "dsh hooks trust ~/src/parser"},
+	},
+	{
+		path:     "hooks test",
+		synopsis: []string{"hooks test EVENT [--tool NAME] [--input JSON] [--match SUBJECT] [--cwd DIR]"},
+		summary:  "run the hooks of EVENT on a sample payload and print what they decided",
+		flags: `  --tool NAME      tool name of a tool event (also what the matcher sees)
+  --input JSON     tool_input of a tool event (default {})
+  --match SUBJECT  matcher subject of another event (source, trigger, notification type)
+  --cwd DIR        session directory whose hooks to run (default: the current directory)`,
+		examples: []string{"dsh hooks test PreToolUse --tool bash --input '{\"command\":\"git push\"}'", "dsh hooks test Stop"},
+	},
+	{
+		path:    "schedule",
+		summary: "add, list, remove and run scheduled runs (fired by dsh serve)",
+		text: `A schedule runs a prompt in a fresh session on a cron expression, an interval
+or once. "dsh serve" fires due schedules from its start, with or without a
+client; each firing's session header has origin {"kind":"schedule","id":…,
+"fireTime":…}. A firing while the previous run of the same schedule still
+runs is skipped; firings missed while no server ran are run once at start-up.
+Nobody is there to answer an approval, so a schedule's approval policy is
+never (an ask is refused) or auto (the automatic reviewer answers).`,
+		examples: []string{`dsh schedule add --cron "0 9 * * 1-5" --tz Europe/Paris --cwd ~/src/app --prompt "triage new issues"`, "dsh schedule list"},
+	},
+	{
+		path:     "schedule add",
+		synopsis: []string{"schedule add (--cron EXPR [--tz ZONE] | --every DURATION | --at RFC3339) --cwd DIR --prompt TEXT [flags]"},
+		summary:  "add a scheduled run",
+		text: `A cron expression has five fields (minute hour day-of-month month
+day-of-week). Across daylight-saving changes a local time that does not exist
+is skipped (with a log line) and one that happens twice fires once.`,
+		flags: `  --cron EXPR          five-field cron expression
+  --tz ZONE            time zone of --cron, e.g. Europe/Paris (default UTC)
+  --every DURATION     interval from now, e.g. 30m or 24h (at least 1s)
+  --at RFC3339         one instant, e.g. 2026-12-24T09:00:00+01:00
+  --cwd DIR            working directory of the runs (default: the current directory)
+  --prompt TEXT        the prompt of each run
+  --model P/M          model as provider/model (default: the profile's)
+  --permission PRESET  permission preset of the runs (read-only, workspace-write, auto, full-access)
+  --approval POLICY    never (default) or auto; ask is refused`,
+		examples: []string{
+			`dsh schedule add --cron "0 9 * * 1-5" --tz Europe/Paris --cwd ~/src/app --prompt "triage new issues"`,
+			`dsh schedule add --every 24h --cwd . --permission read-only --prompt "report stale branches"`,
+		},
+	},
+	{
+		path:     "schedule list",
+		synopsis: []string{"schedule list [--json]"},
+		summary:  "list the schedules with their next and last firing",
+		flags:    `  --json   print the schedules as a JSON array`,
+		examples: []string{"dsh schedule list", "dsh schedule list --json"},
+	},
+	{
+		path:     "schedule rm",
+		synopsis: []string{"schedule rm ID"},
+		summary:  "remove a schedule (its past sessions stay)",
+		examples: []string{"dsh schedule rm 0197c3e2"},
+	},
+	{
+		path:     "schedule run",
+		synopsis: []string{"schedule run ID"},
+		summary:  "run a schedule now, in this process, and print the answer",
+		text:     `The session's origin names the schedule as a firing's does; the schedule's own times do not change.`,
+		examples: []string{"dsh schedule run 0197c3e2"},
 	},
 	{
 		path:     "acp",

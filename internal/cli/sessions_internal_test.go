@@ -141,6 +141,8 @@ func TestWriteListedJSON(t *testing.T) {
 	lists := [][]ListedSession{{}, {{Title: "one"}}, {full}, {
 		{Header: session.Header{ID: "a", Cwd: "/w <&> \u2028\u2029 \x00\x1f\b\f\t\r\n \xff\xfe ünï", SeedLength: &seed}, Title: "t\n\"q\"\\", ShortID: "a"},
 		{Header: session.Header{ID: "b", ParentSession: "a", CreatedAt: -1}, Status: "completed", Turns: 2},
+		{Header: session.Header{ID: "c", Origin: "schedule", OriginInfo: &session.OriginInfo{ID: "s1", FireTime: "2026 <&>"}}},
+		{Header: session.Header{ID: "d", Origin: "github", OriginInfo: &session.OriginInfo{Delivery: "d", Repo: "o/r", PR: 2}}},
 	}}
 	for _, list := range lists {
 		checkListedJSON(t, list)

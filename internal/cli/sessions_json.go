@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/dsh-dev/dsh/internal/session"
 )
 
 // writeListedJSON writes list exactly as an Encoder with a two-space
@@ -51,7 +53,10 @@ func appendListed(b []byte, l *ListedSession) []byte {
 	if h.SeedLength != nil {
 		b = appendInt(b, "seedLength", *h.SeedLength, true)
 	}
-	if h.Origin != "" {
+	switch {
+	case h.OriginInfo != nil:
+		b = appendOrigin(b, h.Origin, h.OriginInfo)
+	case h.Origin != "":
 		b = appendStr(b, "origin", h.Origin)
 	}
 	b = appendInt(b, "delegationDepth", int64(h.DelegationDepth), true)
@@ -65,6 +70,34 @@ func appendListed(b []byte, l *ListedSession) []byte {
 	b = appendInt(b, "events", l.Events, true)
 	b = appendStr(b, "status", l.Status)
 	return append(b, "\n  }"...)
+}
+
+// appendOrigin writes an automated session's origin object as the
+// indenting Encoder writes session.Header's: {"kind", then OriginInfo's
+// fields that are set}.
+func appendOrigin(b []byte, kind string, o *session.OriginInfo) []byte {
+	b = append(appendKey(b, "origin", true), "{\n"...)
+	field := func(key string, first bool) {
+		if !first {
+			b = append(b, ",\n"...)
+		}
+		b = append(b, `      "`...)
+		b = append(b, key...)
+		b = append(b, `": `...)
+	}
+	field("kind", true)
+	b = appendJSONString(b, kind)
+	for _, kv := range [][2]string{{"id", o.ID}, {"fireTime", o.FireTime}, {"delivery", o.Delivery}, {"repo", o.Repo}} {
+		if kv[1] != "" {
+			field(kv[0], false)
+			b = appendJSONString(b, kv[1])
+		}
+	}
+	if o.PR != 0 {
+		field("pr", false)
+		b = strconv.AppendInt(b, int64(o.PR), 10)
+	}
+	return append(b, "\n    }"...)
 }
 
 func appendKey(b []byte, key string, comma bool) []byte {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -29,6 +30,44 @@ type ListedSession struct {
 	Turns     int64  `json:"turns"`
 	Events    int64  `json:"events"`
 	Status    string `json:"status"`
+}
+
+// listedExtra is ListedSession without the header.
+type listedExtra struct {
+	ShortID   string `json:"shortId"`
+	Title     string `json:"title"`
+	UpdatedAt int64  `json:"updatedAt"`
+	Turns     int64  `json:"turns"`
+	Events    int64  `json:"events"`
+	Status    string `json:"status"`
+}
+
+// MarshalJSON writes the header's fields (through session.Header's own
+// encoding, which an embedded field would otherwise make the whole
+// encoding), then the listing's.
+func (l ListedSession) MarshalJSON() ([]byte, error) {
+	hb, err := json.Marshal(l.Header)
+	if err != nil {
+		return nil, err
+	}
+	xb, err := json.Marshal(listedExtra{l.ShortID, l.Title, l.UpdatedAt, l.Turns, l.Events, l.Status})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(hb[:len(hb)-1], ','), xb[1:]...), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (l *ListedSession) UnmarshalJSON(b []byte) error {
+	var x listedExtra
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &l.Header); err != nil {
+		return err
+	}
+	l.ShortID, l.Title, l.UpdatedAt, l.Turns, l.Events, l.Status = x.ShortID, x.Title, x.UpdatedAt, x.Turns, x.Events, x.Status
+	return nil
 }
 
 // minShortID is the shortest id prefix the table prints: the first 8

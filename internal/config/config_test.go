@@ -35,7 +35,7 @@ providers:
 		{"mcp bad approval", "mcp_servers:\n  - {name: a, command: x, approval: always}\n", `config.yaml, line 2: mcp server a: approval must be ask or auto, not "always"`},
 		{"unknown key", "modle: x\n", `config.yaml, line 1: unknown key "modle"; did you mean "model"?`},
 		{"unknown nested key", "providers:\n  - id: x\n    base-url: http://h\n", `config.yaml, line 3: unknown key "base-url" in providers[0]; did you mean "base_url"?`},
-		{"no near key", "zzz: 1\n", `config.yaml, line 1: unknown key "zzz" (known keys: effort, max_tokens, mcp_servers, model, profile, providers)`},
+		{"no near key", "zzz: 1\n", `config.yaml, line 1: unknown key "zzz" (known keys: effort, github, hooks, max_tokens, mcp_servers, model, profile, providers)`},
 		{"not a number", "model: a/b\nmax_tokens: lots\n", `config.yaml, line 2: key "max_tokens" must be a whole number, not "lots"`},
 		{"deep number", "providers:\n  - id: x\n    models:\n      - id: m\n        context_window: big\n", `config.yaml, line 5: key "providers[0].models[0].context_window" must be a whole number, not "big"`},
 		{"list for mapping", "providers: {a: 1}\n", `config.yaml, line 1: key "providers" must be a list, not a mapping`},

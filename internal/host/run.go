@@ -28,6 +28,19 @@ type CreateRequest struct {
 	// MCPServers are MCP servers for this session only (an ACP client's
 	// session/new), started with it and stopped with it.
 	MCPServers []mcp.ServerConfig `json:"-"`
+	// Origin marks a session an automation started (a schedule, a
+	// webhook); it goes into the header. Drivers set it, clients cannot.
+	Origin *Origin `json:"-"`
+	// Headless opens the session without the host's approval queue:
+	// nobody is there to answer, so an ask no reviewer or hook decides is
+	// unavailable at once instead of waiting for a client (automation).
+	Headless bool `json:"-"`
+}
+
+// Origin is the kind and details of an automated session's origin.
+type Origin struct {
+	Kind string
+	Info session.OriginInfo
 }
 
 // Create creates a new live session.
@@ -40,6 +53,13 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 		Cwd: r.Cwd, Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
 		MCPServers: r.MCPServers,
 	})
+	if r.Origin != nil {
+		info := r.Origin.Info
+		o.Origin, o.OriginInfo = r.Origin.Kind, &info
+	}
+	if r.Headless && h.cfg.Human == nil {
+		o.Human, ans = nil, nil
+	}
 	sess, err := h.app.OpenSession(ctx, o)
 	if err != nil {
 		return Info{}, classify(err)

@@ -20,6 +20,8 @@ import (
 type Store interface {
 	Sessions
 	Workspaces
+	Schedules
+	Deliveries
 	// Close releases the store.
 	Close() error
 }

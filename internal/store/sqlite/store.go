@@ -40,8 +40,9 @@ import (
 // version 4 the workspace registry (workspaces.go) and the partial
 // indexes of top-level listings, version 5 made events a rowid table
 // (schemaV5), version 6 the listing indexes ordered by (updated_at, id)
-// that serve a paged listing (schemaV6, list.go).
-const schemaVersion = 6
+// that serve a paged listing (schemaV6, list.go), version 7 the
+// automation tables (schemaV7, automation.go).
+const schemaVersion = 7
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -246,6 +247,11 @@ func (s *Store) init(ctx context.Context) error {
 		if v < 6 {
 			if _, err := tx.ExecContext(ctx, schemaV6); err != nil {
 				return fmt.Errorf("migrate schema to version 6: %w", err)
+			}
+		}
+		if v < 7 {
+			if _, err := tx.ExecContext(ctx, schemaV7); err != nil {
+				return fmt.Errorf("migrate schema to version 7: %w", err)
 			}
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
