@@ -425,7 +425,8 @@ terminal's scrollback (search, copy and tmux scrolling work); only the live
 area at the bottom is redrawn. Enter sends, Ctrl-J or Shift-Enter adds a line,
 Esc or Ctrl-C cancels the running turn (the partial answer stays), Ctrl-C
 twice or Ctrl-D on an empty line exits. Approvals show the exact command,
-directory and reason: y allows once, n denies, e denies with feedback. /help
+directory and reason: y allows once, a allows the same bash command for the
+session, n denies, e denies with feedback. /help
 lists the slash commands. --attach drives the sessions of a running "dsh
 serve" instead, with the token from $DSH_HOME/serve/token. NO_COLOR is
 honoured.`,

@@ -104,7 +104,8 @@ func (m *model) helpText() string {
   enter send · ctrl+j or shift+enter newline · up/down history · tab completes @path
   while a turn runs: enter queues (up takes it back) · ctrl+s steers the turn
   esc or ctrl+c cancels the turn · ctrl+c twice or ctrl+d exits · ctrl+o expands reasoning
-  approval: y allow once · n deny · e deny with feedback · enter takes the focused choice`)
+  approval: y allow once · a allow the same bash command for the session · n deny
+            e deny with feedback · enter takes the focused choice (deny first)`)
 	return b.String()
 }
 

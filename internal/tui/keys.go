@@ -135,6 +135,12 @@ func (m *model) approvalKey(k tea.KeyPressMsg) tea.Cmd {
 	switch k.String() {
 	case "y", "Y":
 		return m.answer(a, host.Answer{Decision: host.DecisionAllowOnce})
+	case "a", "A":
+		// Only where the host can grant it: the same exact bash command
+		// for the rest of the session.
+		if sessionGrantable(a) {
+			return m.answer(a, host.Answer{Decision: host.DecisionAllowSession})
+		}
 	case "n", "N":
 		return m.answer(a, host.Answer{Decision: host.DecisionReject})
 	case "e", "E":
@@ -365,3 +371,7 @@ func commonPrefix(xs []string) string {
 	}
 	return p
 }
+
+// sessionGrantable says whether an approval can be answered "allow for
+// the session": the host records such a grant for bash commands only.
+func sessionGrantable(a host.Approval) bool { return a.ToolName == "bash" && a.Command != "" }

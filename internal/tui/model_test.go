@@ -369,9 +369,22 @@ func TestApprovalPromptDeniesByDefault(t *testing.T) {
 		t.Fatalf("deny with feedback: %+v", h.b.answers)
 	}
 	h.send(approvalsMsg{list: []host.Approval{{ID: "ap-3", SessionID: "sess-1", ToolName: "bash", Command: "make"}}})
+	if v := h.view(); !strings.Contains(v, "a allow for the session") {
+		t.Errorf("a bash approval does not offer the session grant:\n%s", v)
+	}
 	h.key("y")
 	if len(h.b.answers) != 3 || h.b.answers[2].Decision != host.DecisionAllowOnce {
 		t.Fatalf("y: %+v", h.b.answers)
+	}
+	h.send(approvalsMsg{list: []host.Approval{{ID: "ap-4", SessionID: "sess-1", ToolName: "bash", Command: "make test"}}})
+	h.key("a")
+	if len(h.b.answers) != 4 || h.b.answers[3].Decision != host.DecisionAllowSession {
+		t.Fatalf("a: %+v", h.b.answers)
+	}
+	h.send(approvalsMsg{list: []host.Approval{{ID: "ap-5", SessionID: "sess-1", ToolName: "write"}}})
+	h.key("a") // no session grant for a write: nothing happens
+	if len(h.b.answers) != 4 || len(h.m.approvals) != 1 {
+		t.Fatalf("a on a write: %+v", h.b.answers)
 	}
 	// A decision logged by the host is shown with the command.
 	h.ev(session.TypeApprovalAsked, permission.ApprovalAsked{ID: "ap-1", ToolName: "bash", Command: "rm -rf build"})

@@ -280,7 +280,11 @@ func (m *model) viewApproval() string {
 	if m.feedback != nil {
 		lines = append(lines, "feedback: "+m.feedback.Value()+"▏", t.dim.Render(cut("enter denies with this feedback · esc goes back", inner)))
 	} else {
-		lines = append(lines, t.dim.Render(cut("y allow once · n deny · e deny with feedback · enter chooses", inner)))
+		keys := "y allow once · n deny · e deny with feedback · enter chooses"
+		if sessionGrantable(a) {
+			keys = "y allow once · a allow for the session · n deny · e deny with feedback"
+		}
+		lines = append(lines, t.dim.Render(wrap(keys, inner)))
 	}
 	if n := len(m.approvals) - 1; n > 0 {
 		lines = append(lines, t.dim.Render(fmt.Sprintf("%d more waiting", n)))
