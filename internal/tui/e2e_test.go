@@ -236,14 +236,27 @@ func TestStreamedAnswerAndStatusLine(t *testing.T) {
 	if !strings.Contains(s, "› hello there") || !strings.Contains(s, "Here is the answer with code.") {
 		t.Errorf("prompt or answer missing:\n%s", s)
 	}
-	status := tm.waitFor("deepseek/")
-	if !strings.Contains(status, "↑1.5k ↓42") {
-		t.Errorf("status line lacks the tokens:\n%s", status)
+	// The status line names the model, and the tokens once the message
+	// is logged (the text is on screen while it streams, before that).
+	s = tm.waitFor("↑1.5k ↓42")
+	if !strings.Contains(s, "deepseek/deepseek-v4-flash · ") {
+		t.Errorf("the status line does not name the model:\n%s", s)
 	}
 	tm.keys("C-d")
 	if code := tm.exitStatus(); code != 0 {
 		t.Errorf("ctrl+d exit status %d, want 0", code)
 	}
+	// --continue opens the same session and prints its history first.
+	if err := tm.tmux("kill-session", "-t", "m"); err != nil {
+		t.Fatal(err)
+	}
+	tm.start(100, 30, "tui", "--continue")
+	s = tm.waitFor("/help for commands")
+	if !strings.Contains(s, "› hello there") || !strings.Contains(s, "• second point") {
+		t.Errorf("--continue did not replay the session:\n%s", s)
+	}
+	tm.keys("C-d")
+	tm.exitStatus()
 }
 
 func TestBareDshOnATerminalOpensTheUI(t *testing.T) {

@@ -198,6 +198,12 @@ func TestStreamingIsLiveThenPrintedOnce(t *testing.T) {
 	if v := h.view(); !strings.Contains(v, "∴ thinking · first I look at the lexer") {
 		t.Errorf("collapsed reasoning missing:\n%s", v)
 	}
+	h.chunk(llm.ChunkReasoningDelta, "\nthen the grammar")
+	h.key("ctrl+o")
+	if v := h.live(); !strings.Contains(v, "∴ first I look at the lexer") || !strings.Contains(v, "  then the grammar") {
+		t.Errorf("ctrl+o does not expand the reasoning:\n%s", v)
+	}
+	h.key("ctrl+o")
 	h.chunk(llm.ChunkTextDelta, "The parser is **recursive")
 	v := h.view()
 	if !strings.Contains(v, "● The parser is **recursive") || !strings.Contains(v, "working") {
@@ -208,7 +214,7 @@ func TestStreamingIsLiveThenPrintedOnce(t *testing.T) {
 	}
 	h.now = h.now.Add(2 * time.Second)
 	h.ev(session.TypeAssistantMsg, session.AssistantMessage{Turn: 1, Step: 1, Usage: &llm.Usage{InputTokens: 20_000, OutputTokens: 500},
-		Message: llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockReasoning, Text: "first I look at the lexer"}, {Type: llm.BlockText, Text: "The parser is **recursive descent**."}}}})
+		Message: llm.Message{Role: llm.RoleAssistant, Content: []llm.Block{{Type: llm.BlockReasoning, Text: "first I look at the lexer\nthen the grammar"}, {Type: llm.BlockText, Text: "The parser is **recursive descent**."}}}})
 	h.ev(session.TypeTurnEnd, session.TurnEnd{Turn: 1, Reason: session.TurnEndReason{Kind: session.EndCompleted}})
 	tr := h.transcript()
 	for _, want := range []string{"› explain the parser", "∴ Thought for 2.0s · ctrl+o expands", "● The parser is recursive descent."} {
@@ -631,5 +637,22 @@ func TestSwitchingChoicesKeepsTheOthers(t *testing.T) {
 	h.key("enter")
 	if len(h.b.reopens) != 2 || !strings.Contains(h.transcript(), "/model waits for the turn to end") {
 		t.Errorf("a switch during a turn was not refused: %+v", h.b.reopens)
+	}
+}
+
+func TestMarkdownHighlightsCode(t *testing.T) {
+	th := newTheme(true)
+	out := th.markdown("# Title\n\n```go\nfunc f() string { return \"s\" } // why\n```\n- **bold** item", 60)
+	for _, want := range []string{
+		th.keyword.Render("func"), th.keyword.Render("return"), th.str.Render(`"s"`), th.comment.Render("// why"),
+		th.heading.Render("Title"), th.bold.Render("bold"),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%q", want, out)
+		}
+	}
+	plain := newTheme(false).markdown("```go\nfunc f() {}\n```", 60)
+	if strings.Contains(plain, "\x1b[3") {
+		t.Errorf("colour without colour: %q", plain)
 	}
 }
