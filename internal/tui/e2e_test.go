@@ -251,8 +251,8 @@ func TestStreamedAnswerAndStatusLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	tm.start(100, 30, "tui", "--continue")
-	s = tm.waitFor("/help for commands")
-	if !strings.Contains(s, "› hello there") || !strings.Contains(s, "• second point") {
+	s = tm.waitFor("• second point")
+	if !strings.Contains(s, "› hello there") || !strings.Contains(s, "/help for commands") {
 		t.Errorf("--continue did not replay the session:\n%s", s)
 	}
 	tm.keys("C-d")
