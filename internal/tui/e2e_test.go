@@ -413,8 +413,8 @@ func TestTreeListsChildren(t *testing.T) {
 	}
 	tm.keys("Enter")
 	s = tm.waitFor("(read-only)")
-	if !strings.Contains(s, "child says hi") {
-		t.Errorf("the child transcript lacks its answer:\n%s", s)
+	if !strings.Contains(s, "› CHILD TASK: say hi") || !strings.Contains(s, "child says hi") {
+		t.Errorf("the child transcript lacks its task or its answer:\n%s", s)
 	}
 	tm.keys("Escape")
 	tm.waitScreen("the overlay to close", func(s string) bool { return !strings.Contains(s, "(read-only)") })

@@ -418,7 +418,7 @@ func TestSubagentRowsAndTree(t *testing.T) {
 	h.b.rows = []catalog.Row{{ID: "child-1", Depth: 1, Label: "greeter", Provider: "deepseek", Activity: catalog.ActivityInactive},
 		{ID: "grandchild-1", Depth: 2, Label: "helper", Provider: "deepseek", Activity: catalog.ActivityRunning}}
 	h.b.events["grandchild-1"] = []session.Event{
-		{Type: session.TypeUserMessage, Seq: 0, Data: json.RawMessage(`{"role":"user","content":[{"type":"text","text":"CHILD TASK"}],"source":{"kind":"user"}}`)},
+		{Type: session.TypeUserMessage, Seq: 0, Data: json.RawMessage(`{"role":"user","content":[{"type":"text","text":"CHILD TASK"}],"source":{"kind":"` + subagent.SourceParent + `","form":"delegation"}}`)},
 		{Type: session.TypeAssistantMsg, Seq: 1, Data: json.RawMessage(`{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":"child says hi"}]}}`)},
 	}
 	h.typeText("/tree")
@@ -430,7 +430,7 @@ func TestSubagentRowsAndTree(t *testing.T) {
 	h.key("down")
 	h.key("enter")
 	v = h.view()
-	if !strings.Contains(v, "subagent helper (read-only)") || !strings.Contains(v, "child says hi") || !strings.Contains(v, "› CHILD TASK") {
+	if !strings.Contains(v, "subagent helper (read-only)") || !strings.Contains(v, "child says hi") || !strings.Contains(v, "› CHILD TASK\n  (from the parent)") {
 		t.Fatalf("child transcript:\n%s", v)
 	}
 	h.key("esc")

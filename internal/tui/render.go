@@ -20,7 +20,11 @@ const (
 func (t theme) renderBlock(b block, width int, expand bool) string {
 	switch b.kind {
 	case bUser:
-		return "\n" + indent(progress.Clean(b.text), width, t.user.Render("› "), "  ")
+		out := "\n" + indent(progress.Clean(b.text), width, t.user.Render("› "), "  ")
+		if b.detail != "" {
+			out += "\n" + t.dim.Render("  ("+b.detail+")")
+		}
+		return out
 	case bAssistant:
 		return indent(t.markdown(progress.Clean(b.text), width-2), width+100, t.ok.Render("●")+" ", "  ")
 	case bReasoning:

@@ -155,10 +155,16 @@ func (s *state) apply(e session.Event) []block {
 		// Only what a person typed is shown as theirs; harness-injected
 		// context (reminders, notices) is not part of the conversation
 		// they see.
-		if e.Decode(&m) == nil && (m.Source.Kind == "" || m.Source.Kind == "user") {
-			if t := m.Text(); t != "" {
-				return []block{{kind: bUser, text: t}}
-			}
+		if e.Decode(&m) != nil {
+			return nil
+		}
+		switch t := m.Text(); {
+		case t == "":
+		case m.Source.Kind == "" || m.Source.Kind == "user":
+			return []block{{kind: bUser, text: t}}
+		case m.Source.Kind == subagent.SourceParent:
+			// A child's task, as its parent delegated it.
+			return []block{{kind: bUser, text: t, detail: "from the parent"}}
 		}
 	case session.TypeAssistantMsg:
 		return s.assistant(e)
