@@ -15,10 +15,20 @@ import (
 	"strings"
 )
 
-//go:embed index.html style.css *.js
-var files embed.FS
+//go:embed static
+var embedded embed.FS
 
-// FS returns the UI's files (index.html, style.css and the ES modules).
+// files is the static directory, index.html at its root.
+var files = func() fs.FS {
+	sub, err := fs.Sub(embedded, "static")
+	if err != nil {
+		panic(err) // the embedded directory exists: a build without it fails
+	}
+	return sub
+}()
+
+// FS returns the UI's files (index.html, style.css and the ES modules),
+// index.html at the root.
 func FS() fs.FS { return files }
 
 // csp keeps the page to its own origin: no CDN, no inline script, no
@@ -36,7 +46,7 @@ var etags = func() map[string]string {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		b, err := files.ReadFile(p)
+		b, err := fs.ReadFile(files, p)
 		if err != nil {
 			return err
 		}
@@ -78,7 +88,7 @@ func Handler() http.Handler {
 		h.Set("ETag", tag)
 		if name == "index.html" {
 			// FileServer redirects /index.html to /; serve the file directly.
-			b, _ := files.ReadFile(name)
+			b, _ := fs.ReadFile(files, name)
 			if match := r.Header.Get("If-None-Match"); match == tag {
 				w.WriteHeader(http.StatusNotModified)
 				return
