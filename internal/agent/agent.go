@@ -245,6 +245,16 @@ func (a *Agent) Serve(ctx context.Context, onIdle func(Outcome)) error {
 	}
 }
 
+// Wake makes Serve look at the inbox again without adding input: a run
+// that stopped on an aborted or failed turn leaves later input queued,
+// and a driver that wants it run (the session host) wakes the agent.
+func (a *Agent) Wake() {
+	select {
+	case a.wake <- struct{}{}:
+	default: // a wake is already pending
+	}
+}
+
 // Busy reports whether a turn is running.
 func (a *Agent) Busy() bool {
 	a.mu.Lock()

@@ -28,6 +28,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/provider"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/store"
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
@@ -59,7 +60,7 @@ type App struct {
 
 	Home        string
 	Config      config.Config
-	Store       *sqlite.Store
+	Store       store.Store
 	Catalog     *provider.Catalog
 	Composition *compose.Composition
 }
@@ -165,7 +166,7 @@ type SessionOptions struct {
 	// A resumed session keeps its own; naming another one is an error.
 	Preset string
 	// ResumeID resumes that session (a unique id prefix is enough; one
-	// that matches no session or several fails with a *sqlite.IDError);
+	// that matches no session or several fails with a *store.IDError);
 	// Continue resumes the newest session whose cwd is Cwd.
 	ResumeID string
 	Continue bool
@@ -202,7 +203,7 @@ type Session struct {
 	titler *titler
 	// lease is the session lease this process holds (nil for children,
 	// which their parent's process writes).
-	lease *sqlite.Lease
+	lease store.Lease
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -405,9 +406,9 @@ func newMessageID() string {
 
 // openLog creates a new session or loads (and repairs) one to resume,
 // holding its lease: a session another live process holds fails with a
-// *sqlite.BusyError, and one whose holder was killed is taken over and
+// *store.BusyError, and one whose holder was killed is taken over and
 // repaired. The caller releases the lease.
-func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, *sqlite.Lease, error) {
+func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, store.Lease, error) {
 	holder := o.Holder
 	if holder == "" {
 		holder = "dsh"
@@ -433,7 +434,7 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, *sql
 	if id != "" {
 		lease, err := a.Store.Acquire(ctx, id, holder)
 		if err != nil {
-			var busy *sqlite.BusyError
+			var busy *store.BusyError
 			if errors.As(err, &busy) {
 				return nil, nil, err
 			}
@@ -476,7 +477,7 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, *sql
 }
 
 // resumeLog loads and repairs a leased session and opens its live log.
-func (a *App) resumeLog(ctx context.Context, o SessionOptions, lease *sqlite.Lease) (*session.Log, error) {
+func (a *App) resumeLog(ctx context.Context, o SessionOptions, lease store.Lease) (*session.Log, error) {
 	id := lease.SessionID()
 	if prev, took := lease.TookOverFrom(); took {
 		fmt.Fprintf(os.Stderr, "dsh: session %s was left by %s (pid %d on %s), which stopped without releasing it; taking it over\n", id, prev.Label, prev.PID, prev.Host)
@@ -524,8 +525,19 @@ func resolveCwd(cwd string) (string, error) {
 // ErrNoSession is returned by --continue when no session matches.
 var ErrNoSession = errors.New("no session to continue in this directory")
 
+// LatestSession returns the id of the newest top-level session whose cwd
+// is cwd ("" = the current directory), as --continue picks it; none is a
+// *ConfigError wrapping ErrNoSession.
+func (a *App) LatestSession(ctx context.Context, cwd string) (string, error) {
+	dir, err := resolveCwd(cwd)
+	if err != nil {
+		return "", err
+	}
+	return a.latestSession(ctx, dir)
+}
+
 func (a *App) latestSession(ctx context.Context, cwd string) (string, error) {
-	entries, err := a.Store.List(ctx)
+	entries, err := a.Store.List(ctx, store.ListFilter{Cwd: cwd, TopLevelOnly: true})
 	if err != nil {
 		return "", err
 	}

@@ -126,6 +126,19 @@ func (s *Session) WaitJobs(ctx context.Context) (woken bool, err error) {
 	return false, nil
 }
 
+// Jobs returns the session's background jobs, newest last.
+func (s *Session) Jobs() []jobs.Job { return s.jobs.reg.List(s.Log.ID()) }
+
+// Quiet reports whether nothing the session started is still at work: no
+// background job runs and no continuable child has a live activation.
+// An idle agent whose session is quiet may be disposed.
+func (s *Session) Quiet() bool {
+	if s.jobs.running(s.Log.ID()) {
+		return false
+	}
+	return s.manager == nil || !s.manager.Busy(s.Log.ID())
+}
+
 // NoteHumanTurn resets the self-woken turn count of the session's
 // background job notices.
 func (s *Session) NoteHumanTurn() { s.jobs.notifier.NoteHumanTurn(s.Log.ID()) }

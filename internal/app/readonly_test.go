@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/provider"
+	"github.com/dsh-dev/dsh/internal/store"
 )
 
 // TestOpenStoreIgnoresTheConfiguration: a broken config.yaml stops Open
@@ -24,7 +25,7 @@ func TestOpenStoreIgnoresTheConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if entries, err := a.Store.List(t.Context()); err != nil || len(entries) != 0 {
+	if entries, err := a.Store.List(t.Context(), store.ListFilter{}); err != nil || len(entries) != 0 {
 		t.Errorf("List = %v, %v", entries, err)
 	}
 	if a.Home != home || a.Composition != nil {

@@ -73,6 +73,8 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return compactCmd(ctx, args[1:], stdio)
 	case "doctor":
 		return doctorCmd(ctx, args[1:], stdio)
+	case "serve":
+		return serveCmd(ctx, args[1:], stdio)
 	case "delegate":
 		return delegateCmd(ctx, args[1:], stdio)
 	case "version", "--version":

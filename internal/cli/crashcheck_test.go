@@ -42,7 +42,7 @@ func (p *crashPlan) checkStore(t *testing.T, tally *crashTally, e *env, killed b
 		p.fail(t, tally, "store does not reopen", "%v", err)
 		return
 	}
-	entries, err := st.List(ctx)
+	entries, err := st.List(ctx, sqlite.ListFilter{})
 	if err != nil {
 		st.Close()
 		p.fail(t, tally, "store does not reopen", "list: %v", err)

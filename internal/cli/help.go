@@ -178,6 +178,27 @@ do not count.`,
 		examples: []string{"dsh doctor"},
 	},
 	{
+		path:     "serve",
+		synopsis: []string{"serve [--listen ADDR] [--trusted-host HOST]... [--open]"},
+		summary:  "host sessions behind an HTTP API and a web UI",
+		text: `Runs the session host until SIGINT or SIGTERM. The first line on standard
+output is "dsh serve listening on http://HOST:PORT"; the next one is the URL
+to open in a browser, with the token. The token (256 bits) is made on the
+first start and kept in $DSH_HOME/serve/token (mode 0600); API clients send
+it as "Authorization: Bearer TOKEN". Requests must name this server in their
+Host header (a loopback name or address, the listen address, or a
+--trusted-host). On SIGINT/SIGTERM running turns are cancelled, logs flushed
+and session leases released. The API is described at /api/openapi.json.`,
+		flags: `  --listen ADDR          address to listen on (default 127.0.0.1:3080; port 0 picks a free one)
+  --trusted-host HOST    another Host header value to accept, e.g. a name behind a proxy (repeatable)
+  --open                 open the web UI in a browser (xdg-open or open)`,
+		examples: []string{
+			"dsh serve",
+			"dsh serve --listen 127.0.0.1:0 --open",
+			"curl -H \"Authorization: Bearer $(cat ~/.dsh/serve/token)\" http://127.0.0.1:3080/api/sessions",
+		},
+	},
+	{
 		path:     "version",
 		synopsis: []string{"version"},
 		summary:  "print dsh's version",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/store"
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
 )
 
@@ -46,7 +47,7 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	entries, err := a.Store.List(ctx)
+	entries, err := a.Store.List(ctx, store.ListFilter{})
 	if err != nil {
 		return fail(stdio, err)
 	}

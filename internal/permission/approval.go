@@ -82,6 +82,10 @@ type Verdict struct {
 	Answerer string
 	Risk     string
 	Reason   string
+	// Feedback is what a human who rejected the call wants the model to
+	// know ("use the staging database instead"); with outcome rejected it
+	// reaches the tool result after "rejected by the user: ".
+	Feedback string
 	// ForSession asks, with outcome allowed-once, that the same exact
 	// bash command be allowed for the rest of the session. It is honoured
 	// only from a human answerer and only for bash calls.
@@ -163,7 +167,7 @@ func (s *Service) Decide(ctx context.Context, req tool.ApprovalRequest) (tool.Ap
 		out.Reason = v.Risk + " risk: " + v.Reason
 	}
 	if by == DecidedByUser && v.Outcome == tool.Rejected && v.Risk == "" {
-		out.Reason = "" // "denied by the user" says nothing more
+		out.Reason = v.Feedback // "denied by the user" says nothing more
 	}
 	return out, err
 }

@@ -357,6 +357,19 @@ func (m *Manager) Drain(ctx context.Context, parentID string) error {
 	}
 }
 
+// Busy reports whether any continuable descendant of parentID has a live
+// activation (what Drain would wait for), without waiting.
+func (m *Manager) Busy(parentID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range m.nodes {
+		if active(n) && m.descendantLocked(n, parentID) {
+			return true
+		}
+	}
+	return false
+}
+
 // Release makes a settled child inactive: its agent and resources are
 // released (Child.Close) and a later send cold-resumes it from its log.
 // Releasing an active child is an error; an unknown or inactive one is a

@@ -122,7 +122,7 @@ func TestImportRejectsWithoutWriting(t *testing.T) {
 			t.Errorf("%s: error %v does not wrap ErrCorrupt", name, err)
 		}
 	}
-	if list, err := dst.List(ctx); err != nil || len(list) != 0 {
+	if list, err := dst.List(ctx, ListFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("rejected imports wrote %d sessions, %v", len(list), err)
 	}
 	var n int64

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/store"
 )
 
 // Session leases.
@@ -25,21 +26,6 @@ import (
 // gets a *[LeaseLostError]. [Lease.Load] reads and repairs the log under
 // the lease, and plain [Store.Append] (and the repair of [Store.Load])
 // refuse a session whose lease a live process holds.
-
-// Stable machine codes of lease errors.
-const (
-	CodeSessionBusy = "SESSION_BUSY"
-	CodeLeaseLost   = "SESSION_LEASE_LOST"
-)
-
-var (
-	// ErrBusy reports a session another live process holds; see
-	// [BusyError].
-	ErrBusy = errors.New("session in use by another process")
-	// ErrLeaseLost reports a write through a lease that is no longer
-	// held; see [LeaseLostError].
-	ErrLeaseLost = errors.New("session lease lost")
-)
 
 // DefaultLeaseTTL is how long a lease outlives its holder's last renewal.
 // A holder renews at a third of it.
@@ -60,57 +46,6 @@ CREATE TABLE IF NOT EXISTS leases (
 	expires_at INTEGER NOT NULL
 );
 `
-
-// BusyError reports that a live process holds the session's lease.
-type BusyError struct {
-	SessionID string
-	Holder    Owner
-}
-
-// Error implements error with a message meant for people.
-func (e *BusyError) Error() string {
-	label := e.Holder.Label
-	if label == "" {
-		label = "another process"
-	}
-	since := time.UnixMilli(e.Holder.Since).Local()
-	at := since.Format("15:04:05")
-	if y, m, d := since.Date(); y != time.Now().Year() || m != time.Now().Month() || d != time.Now().Day() {
-		at = since.Format("2006-01-02 15:04:05")
-	}
-	return fmt.Sprintf("session %s is in use by %s (pid %d on %s, since %s); wait for it to finish, or stop that process, then resume again",
-		e.SessionID, label, e.Holder.PID, e.Holder.Host, at)
-}
-
-// Code returns CodeSessionBusy.
-func (e *BusyError) Code() string { return CodeSessionBusy }
-
-// Unwrap makes errors.Is(err, ErrBusy) hold.
-func (e *BusyError) Unwrap() error { return ErrBusy }
-
-// LeaseLostError reports a write or renewal through a lease that another
-// process has taken over (or that was released).
-type LeaseLostError struct {
-	SessionID string
-	Epoch     int64
-	// Holder is the current holder, when there is one.
-	Holder *Owner
-}
-
-// Error implements error.
-func (e *LeaseLostError) Error() string {
-	if e.Holder != nil {
-		return fmt.Sprintf("session %s: this process no longer holds the session (lease %d); %s (pid %d on %s) took it over",
-			e.SessionID, e.Epoch, e.Holder.Label, e.Holder.PID, e.Holder.Host)
-	}
-	return fmt.Sprintf("session %s: this process no longer holds the session (lease %d was released)", e.SessionID, e.Epoch)
-}
-
-// Code returns CodeLeaseLost.
-func (e *LeaseLostError) Code() string { return CodeLeaseLost }
-
-// Unwrap makes errors.Is(err, ErrLeaseLost) hold.
-func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
 
 // leaseRow is a stored lease.
 type leaseRow struct {
@@ -138,7 +73,7 @@ func readLease(ctx context.Context, tx *sql.Tx, id string) (r leaseRow, ok bool,
 // liveHolder returns the holder of a lease that is held, unexpired at
 // now and whose holder is not provably dead.
 func (r leaseRow) liveHolder(now int64) (Owner, bool) {
-	if !r.held || r.expires <= now || r.owner.provablyDead() {
+	if !r.held || r.expires <= now || provablyDead(r.owner) {
 		return Owner{}, false
 	}
 	return r.owner, true
@@ -181,7 +116,12 @@ type Lease struct {
 // process fails at once with a *[BusyError]; a lease left by a killed
 // process is taken over (see [Lease.TookOverFrom]). The caller must
 // [Lease.Release] it.
-func (s *Store) Acquire(ctx context.Context, id, label string) (*Lease, error) {
+func (s *Store) Acquire(ctx context.Context, id, label string) (store.Lease, error) {
+	return s.acquire(ctx, id, label)
+}
+
+// acquire is Acquire returning the concrete lease.
+func (s *Store) acquire(ctx context.Context, id, label string) (*Lease, error) {
 	self := Self(label)
 	ttl := s.leaseTTL
 	var epoch int64

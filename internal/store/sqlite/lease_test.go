@@ -18,7 +18,7 @@ import (
 
 func mustAcquire(t *testing.T, s *Store, id, label string) *Lease {
 	t.Helper()
-	l, err := s.Acquire(context.Background(), id, label)
+	l, err := s.acquire(context.Background(), id, label)
 	if err != nil {
 		t.Fatalf("Acquire %s: %v", id, err)
 	}
@@ -88,7 +88,7 @@ func TestLeaseBusyNamesTheHolder(t *testing.T) {
 	if err := first.Append(ctx, "s", []session.Event{ev(t, 1, session.TypeEndSeed, struct{}{})}); !errors.As(err, &lost) || lost.Code() != CodeLeaseLost {
 		t.Fatalf("append through a released lease = %v", err)
 	}
-	if _, err := s.Acquire(ctx, "nope", "dsh run"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.acquire(ctx, "nope", "dsh run"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Acquire of an unknown session = %v", err)
 	}
 }
@@ -137,7 +137,7 @@ func TestLeaseTakeoverAfterExpiry(t *testing.T) {
 	if err := stale.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(ctx, "s", "dsh run"); !errors.Is(err, ErrBusy) {
+	if _, err := s.acquire(ctx, "s", "dsh run"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Acquire after the stale Release = %v", err)
 	}
 	if err := fresh.Append(ctx, "s", []session.Event{ev(t, before, session.TypeEndSeed, struct{}{})}); err != nil {
@@ -176,7 +176,7 @@ func TestLeaseTakeoverOfDeadHolder(t *testing.T) {
 			id := "s-" + strings.ReplaceAll(name, " ", "-")
 			mustCreate(t, s, id)
 			rawExec(t, s, `INSERT INTO leases VALUES (?, 7, 1, ?, ?, ?, ?, 1, ?)`, id, o.PID, o.Host, o.Start, o.Label, far)
-			l, err := s.Acquire(ctx, id, "dsh run")
+			l, err := s.acquire(ctx, id, "dsh run")
 			if err != nil {
 				t.Fatalf("takeover of a dead holder: %v", err)
 			}
@@ -189,7 +189,7 @@ func TestLeaseTakeoverOfDeadHolder(t *testing.T) {
 	t.Run("other host", func(t *testing.T) {
 		mustCreate(t, s, "remote")
 		rawExec(t, s, `INSERT INTO leases VALUES ('remote', 1, 1, ?, 'elsewhere.example', ?, 'dsh serve', 1, ?)`, dead.Process.Pid, me.Start, far)
-		if _, err := s.Acquire(ctx, "remote", "dsh run"); !errors.Is(err, ErrBusy) {
+		if _, err := s.acquire(ctx, "remote", "dsh run"); !errors.Is(err, ErrBusy) {
 			t.Fatalf("a lease held on another host was taken before expiry: %v", err)
 		}
 	})
@@ -203,7 +203,7 @@ func TestLeaseRenewal(t *testing.T) {
 		s, path := newStore(t)
 		s.leaseTTL = 3 * time.Second
 		mustCreate(t, s, "s")
-		l, err := s.Acquire(ctx, "s", "dsh run")
+		l, err := s.acquire(ctx, "s", "dsh run")
 		if err != nil {
 			t.Fatal(err)
 		}

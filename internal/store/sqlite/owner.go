@@ -9,22 +9,6 @@ import (
 	"syscall"
 )
 
-// Owner identifies the process holding a session lease.
-type Owner struct {
-	// PID is the holder's process id on Host.
-	PID int
-	// Host is the holder's host name.
-	Host string
-	// Start is the holder's process start identity on Linux (boot id and
-	// start time in clock ticks, from /proc), which tells a reused pid
-	// from the holder; empty where /proc is not available.
-	Start string
-	// Label says what the holder is, for people: "dsh run", "dsh serve".
-	Label string
-	// Since is when the holder took the lease, Unix milliseconds.
-	Since int64
-}
-
 // Self returns the Owner describing this process, with label.
 func Self(label string) Owner {
 	host, _ := os.Hostname()
@@ -64,7 +48,7 @@ func procIdentity(pid int) (id string, running bool, err error) {
 // process (a different start time, or a different boot). A holder on
 // another host, or one this host cannot check, is never provably dead;
 // only its lease's expiry frees the session.
-func (o Owner) provablyDead() bool {
+func provablyDead(o Owner) bool {
 	host, err := os.Hostname()
 	if err != nil || o.Host != host || o.PID <= 0 || o.Start == "" {
 		return false

@@ -117,7 +117,7 @@ func TestInspectDoesNotWrite(t *testing.T) {
 	s, _ := newStore(t)
 	mustCreate(t, s, "s")
 	mustAppend(t, s, "s", crashedLog(t)...)
-	list0, _ := s.List(ctx)
+	list0, _ := s.List(ctx, ListFilter{})
 
 	_, events, err := s.Inspect(ctx, "s")
 	if err != nil {
@@ -127,7 +127,7 @@ func TestInspectDoesNotWrite(t *testing.T) {
 	if n := rowCount(t, s, "s"); n != 5 {
 		t.Fatalf("Inspect wrote: rows = %d", n)
 	}
-	list1, _ := s.List(ctx)
+	list1, _ := s.List(ctx, ListFilter{})
 	if !reflect.DeepEqual(list0, list1) {
 		t.Fatalf("Inspect touched the session: %+v vs %+v", list0, list1)
 	}
@@ -197,7 +197,7 @@ func TestCorruptionIsIsolated(t *testing.T) {
 			if _, _, err := s.Load(ctx, "good"); err != nil {
 				t.Fatalf("good session: %v", err)
 			}
-			list, err := s.List(ctx)
+			list, err := s.List(ctx, ListFilter{})
 			if err != nil || len(list) != 2 {
 				t.Fatalf("List = %+v, %v", list, err)
 			}

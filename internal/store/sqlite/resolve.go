@@ -8,67 +8,6 @@ import (
 	"strings"
 )
 
-// Stable machine codes of id resolution errors.
-const (
-	CodeSessionNotFound  = "SESSION_NOT_FOUND"
-	CodeSessionAmbiguous = "SESSION_AMBIGUOUS"
-)
-
-// ErrAmbiguous reports an id prefix that more than one session matches;
-// see [IDError].
-var ErrAmbiguous = errors.New("ambiguous session id")
-
-// MaxCandidates is how many matching sessions an ambiguous [IDError]
-// names.
-const MaxCandidates = 10
-
-// Candidate is one session an ambiguous prefix matches.
-type Candidate struct {
-	ID        string
-	Title     string
-	UpdatedAt int64
-}
-
-// IDError reports a session id (or id prefix) that names no session, or
-// more than one. It wraps [ErrNotFound] or [ErrAmbiguous].
-type IDError struct {
-	// Prefix is the id as given.
-	Prefix string
-	// Candidates are the first [MaxCandidates] matches in id order; empty
-	// when nothing matched.
-	Candidates []Candidate
-	// More is set when further sessions match beyond Candidates.
-	More bool
-}
-
-// Error implements error.
-func (e *IDError) Error() string {
-	if len(e.Candidates) == 0 {
-		return fmt.Sprintf("no session id starts with %q", e.Prefix)
-	}
-	n := fmt.Sprint(len(e.Candidates))
-	if e.More {
-		n = "more than " + n
-	}
-	return fmt.Sprintf("session id prefix %q is ambiguous: it matches %s sessions", e.Prefix, n)
-}
-
-// Code returns CodeSessionNotFound or CodeSessionAmbiguous.
-func (e *IDError) Code() string {
-	if len(e.Candidates) == 0 {
-		return CodeSessionNotFound
-	}
-	return CodeSessionAmbiguous
-}
-
-// Unwrap makes errors.Is hold for ErrNotFound or ErrAmbiguous.
-func (e *IDError) Unwrap() error {
-	if len(e.Candidates) == 0 {
-		return ErrNotFound
-	}
-	return ErrAmbiguous
-}
-
 // Resolve returns the id of the one session whose id is prefix or starts
 // with it. No match, or several, fail with an *[IDError]. The lookup is a
 // range scan of the primary-key index, never a scan of the table.

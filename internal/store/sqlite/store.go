@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/session"
@@ -33,45 +34,12 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
-// Sentinel errors. Every error the store returns about a session wraps one
-// of these (with %w) together with the session id.
-var (
-	// ErrNotFound reports a session id the store does not hold.
-	ErrNotFound = errors.New("session not found")
-	// ErrExists reports a Create or Import of an id already stored.
-	ErrExists = errors.New("session already exists")
-	// ErrSeqConflict reports an append whose seqs do not continue the
-	// stored log; see [SeqConflictError].
-	ErrSeqConflict = errors.New("session seq conflict")
-	// ErrCorrupt reports stored (or imported) data this build cannot read.
-	// Such errors also wrap a *[session.FormatError] naming the session and
-	// the seq.
-	ErrCorrupt = errors.New("corrupt session")
-)
-
-// SeqConflictError reports an append that does not continue the log: its
-// first seq is not the stored next seq, or its seqs are not contiguous.
-// It wraps [ErrSeqConflict].
-type SeqConflictError struct {
-	SessionID string
-	// Want is the seq the store expected at the offending position.
-	Want int64
-	// Got is the seq the batch carried there.
-	Got int64
-}
-
-// Error implements error.
-func (e *SeqConflictError) Error() string {
-	return fmt.Sprintf("session %s: append seq %d, want %d: %v", e.SessionID, e.Got, e.Want, ErrSeqConflict)
-}
-
-// Unwrap makes errors.Is(err, ErrSeqConflict) hold.
-func (e *SeqConflictError) Unwrap() error { return ErrSeqConflict }
-
 // schemaVersion is stored in PRAGMA user_version. Bump it and add a step
 // to migrate when the schema changes. Version 2 added the leases table,
-// version 3 the summary columns of the sessions table (summary.go).
-const schemaVersion = 3
+// version 3 the summary columns of the sessions table (summary.go),
+// version 4 the workspace registry (workspaces.go) and the partial
+// indexes of top-level listings.
+const schemaVersion = 4
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -217,11 +185,16 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version 2: %w", err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, schemaV3); err != nil {
-			return fmt.Errorf("migrate schema to version 3: %w", err)
+		if v < 3 {
+			if _, err := tx.ExecContext(ctx, schemaV3); err != nil {
+				return fmt.Errorf("migrate schema to version 3: %w", err)
+			}
+			if err := backfillSummaries(ctx, tx); err != nil {
+				return fmt.Errorf("migrate schema to version 3: backfill titles: %w", err)
+			}
 		}
-		if err := backfillSummaries(ctx, tx); err != nil {
-			return fmt.Errorf("migrate schema to version 3: backfill titles: %w", err)
+		if _, err := tx.ExecContext(ctx, schemaV4); err != nil {
+			return fmt.Errorf("migrate schema to version 4: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
@@ -308,30 +281,6 @@ func (s *Store) insertSession(ctx context.Context, tx *sql.Tx, h session.Header)
 	return nil
 }
 
-// Entry is one session of a [Store.List].
-type Entry struct {
-	// Header is the decoded header; when Err is set only Header.ID is
-	// meaningful.
-	Header session.Header
-	// Title names the session: from a logged session/title, else from
-	// its first prompt; "" before the first prompt.
-	Title string
-	// Events is the number of stored events.
-	Events int64
-	// Turns is the number of turns started.
-	Turns int64
-	// Status is [StatusRunning] while a live process holds the session,
-	// [StatusInterrupted] when a turn was left open, [StatusNew] before
-	// the first turn, else the reason kind of the last turn/end
-	// ("completed", "error", "aborted", …).
-	Status string
-	// UpdatedAt is the time of the last write, Unix milliseconds.
-	UpdatedAt int64
-	// Err is set when the header cannot be read; the entry is still
-	// listed so that a damaged session stays visible and removable.
-	Err error
-}
-
 // entryQuery selects what an Entry needs, without reading any log. The
 // CASTs keep a tampered column from failing the whole scan; the header is
 // the only column that is validated.
@@ -363,11 +312,13 @@ func scanEntry(rows interface{ Scan(...any) error }, now int64) (Entry, error) {
 	return e, nil
 }
 
-// List returns every session, most recently updated first. A session
-// whose header is damaged is listed with Err set and does not affect the
-// others. No log is read.
-func (s *Store) List(ctx context.Context) ([]Entry, error) {
-	rows, err := s.r.QueryContext(ctx, entryQuery+` ORDER BY s.updated_at DESC, s.rowid DESC`)
+// List returns the sessions f selects, most recently updated first. A
+// session whose header is damaged is listed with Err set and does not
+// affect the others. No log is read: the filter runs in SQL over the cwd
+// and parent columns (copies of the header's), on an index.
+func (s *Store) List(ctx context.Context, f ListFilter) ([]Entry, error) {
+	q, args := listQuery(f)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -385,6 +336,28 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	return out, nil
+}
+
+// listQuery builds the query of a List. The WHERE terms match the partial
+// indexes of schema version 4 (parent = ”) and sessions_by_cwd.
+func listQuery(f ListFilter) (string, []any) {
+	q := entryQuery
+	var where []string
+	var args []any
+	if f.Cwd != "" {
+		where, args = append(where, "s.cwd = ?"), append(args, f.Cwd)
+	}
+	if f.TopLevelOnly {
+		where = append(where, "s.parent = ''")
+	}
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY s.updated_at DESC, s.rowid DESC"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	return q, args
 }
 
 // Get returns the listing entry of session id, or an error wrapping

@@ -112,7 +112,7 @@ func TestListNewestFirst(t *testing.T) {
 		mustCreate(t, s, id)
 	}
 	mustAppend(t, s, "a", simpleLog(t)[:2]...) // a becomes the newest
-	got, err := s.List(ctx)
+	got, err := s.List(ctx, ListFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestConcurrentUse(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if _, err := s.List(ctx); err != nil {
+				if _, err := s.List(ctx, ListFilter{}); err != nil {
 					t.Error(err)
 				}
 				// Inspect, not Load: Load would close the turn this
@@ -300,7 +300,7 @@ func TestConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	list, err := s.List(ctx)
+	list, err := s.List(ctx, ListFilter{})
 	if err != nil || len(list) != 6 {
 		t.Fatalf("List = %d entries, %v", len(list), err)
 	}

@@ -30,17 +30,6 @@ ALTER TABLE sessions ADD COLUMN state TEXT NOT NULL DEFAULT '';
 // ended.
 const stateOpen = "open"
 
-// Session statuses reported in [Entry.Status].
-const (
-	// StatusNew is a session without a turn yet.
-	StatusNew = "new"
-	// StatusRunning is a session a live process holds.
-	StatusRunning = "running"
-	// StatusInterrupted is a session whose process stopped mid-turn;
-	// resuming it closes the turn.
-	StatusInterrupted = "interrupted"
-)
-
 // summary is the folded state of one session's log.
 type summary struct {
 	title string

@@ -32,7 +32,7 @@ func titleEv(t testing.TB, seq int64, p session.Title) session.Event {
 
 func entries(t testing.TB, s *Store) map[string]Entry {
 	t.Helper()
-	list, err := s.List(context.Background())
+	list, err := s.List(context.Background(), ListFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

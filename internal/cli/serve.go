@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/app"
+	"github.com/dsh-dev/dsh/internal/host"
+	"github.com/dsh-dev/dsh/internal/server"
+	"github.com/dsh-dev/dsh/internal/workspace"
+)
+
+// serveShutdown bounds the orderly stop after SIGINT/SIGTERM; the whole
+// exit must fit in 5 s.
+const serveShutdown = 4 * time.Second
+
+// serveCmd is "dsh serve": the session host behind the HTTP API and the
+// web UI, until SIGINT or SIGTERM.
+func serveCmd(ctx context.Context, args []string, stdio IO) int {
+	fs := newFlags("serve", stdio)
+	listen := fs.String("listen", "127.0.0.1:3080", "address to listen on")
+	var trusted patchFlags
+	fs.Var(&trusted, "trusted-host", "another Host header value to accept (repeatable)")
+	open := fs.Bool("open", false, "open the web UI in a browser")
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stdio.Stderr, "dsh serve: unexpected argument %q\n", rest[0])
+		return ExitUsage
+	}
+	if _, _, err := net.SplitHostPort(*listen); err != nil {
+		fmt.Fprintf(stdio.Stderr, "dsh serve: --listen %q: want HOST:PORT (%v)\n", *listen, err)
+		return ExitUsage
+	}
+
+	// Signals first: a SIGTERM during start-up still ends the process
+	// through the orderly path.
+	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+
+	a, code := openApp(ctx, stdio, nil)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	token, err := server.LoadOrCreateToken(a.Home)
+	if err != nil {
+		return fail(stdio, err)
+	}
+	reg := workspace.NewRegistry(a.Store)
+	if err := reg.Bootstrap(ctx); err != nil {
+		return fail(stdio, fmt.Errorf("bootstrap workspaces: %w", err))
+	}
+	h, err := host.New(host.Config{App: a, Holder: "dsh serve"})
+	if err != nil {
+		return fail(stdio, err)
+	}
+	closeHost := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
+		defer cancel()
+		return h.Close(cctx)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fail(stdio, errors.Join(err, closeHost()))
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	srv := server.New(h, reg, server.Options{
+		Token: token, Listen: addr.String(), TrustedHosts: trusted,
+		Version: app.Version, App: a,
+	})
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs.RegisterOnShutdown(srv.Close)
+
+	base := "http://" + addr.String()
+	browse := base
+	if addr.IP.IsUnspecified() {
+		browse = "http://" + net.JoinHostPort("127.0.0.1", fmt.Sprint(addr.Port))
+	}
+	fmt.Fprintf(stdio.Stdout, "dsh serve listening on %s\n", base)
+	fmt.Fprintf(stdio.Stdout, "open %s/?token=%s\n", browse, token)
+	if !addr.IP.IsLoopback() {
+		fmt.Fprintf(stdio.Stderr, "dsh serve: warning: %s is not a loopback address; traffic (the token included) is not encrypted: use it only on a network you trust, or put TLS in front\n", addr.IP)
+	}
+	if *open {
+		openBrowser(stdio, browse+"/?token="+token)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var serveErr error
+	select {
+	case <-sigCtx.Done():
+	case serveErr = <-served:
+	}
+	// Stop accepting and end every stream, then cancel running turns,
+	// flush logs and release leases.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	if serveErr == nil {
+		serveErr = <-served
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	if err := errors.Join(serveErr, closeHost()); err != nil {
+		return fail(stdio, err)
+	}
+	return ExitOK
+}
+
+// openBrowser starts the platform's URL opener when there is one; a
+// missing or failing opener only earns a note.
+func openBrowser(stdio IO, url string) {
+	name := "xdg-open"
+	if runtime.GOOS == "darwin" {
+		name = "open"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "dsh serve: no %s to open a browser; open the URL above yourself\n", name)
+		return
+	}
+	c := exec.Command(path, url)
+	if err := c.Start(); err != nil {
+		fmt.Fprintf(stdio.Stderr, "dsh serve: %s: %v\n", name, err)
+		return
+	}
+	// Reaped when the opener exits (it returns at once).
+	go func() { _ = c.Wait() }()
+}

@@ -1,0 +1,206 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/tool"
+)
+
+// Approval is a pending approval: a tool call of a live session waiting
+// for someone to allow or reject it. ID is the approval id logged in the
+// session's approval/asked and approval/decided events.
+type Approval struct {
+	ID        string          `json:"id"`
+	SessionID string          `json:"sessionId"`
+	ToolName  string          `json:"toolName"`
+	CallID    string          `json:"callId"`
+	Reason    string          `json:"reason,omitempty"`
+	Command   string          `json:"command,omitempty"`
+	Cwd       string          `json:"cwd,omitempty"`
+	Note      string          `json:"note,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	AskedAt   int64           `json:"askedAt"`
+}
+
+// Answer decisions.
+const (
+	DecisionAllowOnce = "allow-once"
+	DecisionReject    = "reject"
+)
+
+// Answer answers a pending approval.
+type Answer struct {
+	Decision string `json:"decision"`
+	// Feedback, with a rejection, is passed to the model with the
+	// refusal, so it can change course.
+	Feedback string `json:"feedback,omitempty"`
+}
+
+// Resolution outcomes published with approval/resolved.
+const (
+	OutcomeAllowedOnce = "allowed-once"
+	OutcomeRejected    = "rejected"
+	OutcomeCancelled   = "cancelled"
+)
+
+// pending is an approval waiting in the host's queue.
+type pending struct {
+	Approval
+	answer chan Answer // buffered 1; the first answer is sent once
+}
+
+// answerer is the permission.Answerer of a session the host opened
+// without a Config.Human: an ask becomes a pending approval in the host's
+// queue until a client answers it or the ask's context ends (the turn was
+// cancelled, the session disposed).
+type answerer struct {
+	h  *Host
+	id string // the session's; set before its agent can run
+}
+
+// Name implements permission.Answerer: approvals the host's clients give
+// are the user's.
+func (a *answerer) Name() string { return "host" }
+
+// Answer implements permission.Answerer.
+func (a *answerer) Answer(ctx context.Context, q permission.Question) (permission.Verdict, error) {
+	h := a.h
+	p := &pending{answer: make(chan Answer, 1), Approval: Approval{
+		ID: q.ID, SessionID: a.id, ToolName: q.ToolName, CallID: q.CallID, Reason: q.Reason,
+		Command: q.Command, Cwd: q.Cwd, Note: q.Note, Arguments: q.Arguments, AskedAt: unixMilli(),
+	}}
+	h.mu.Lock()
+	h.approvals[p.ID] = p
+	e := h.live[a.id]
+	h.mu.Unlock()
+	ap := p.Approval
+	h.Publish(FeedEvent{Type: FeedApprovalPending, SessionID: a.id, Approval: &ap})
+	if e != nil {
+		h.statusChanged(e)
+	}
+
+	var (
+		v       permission.Verdict
+		err     error
+		outcome string
+	)
+	select {
+	case ans := <-p.answer:
+		if ans.Decision == DecisionAllowOnce {
+			v, outcome = permission.Verdict{Outcome: tool.AllowedOnce, Reason: "allowed by the user"}, OutcomeAllowedOnce
+		} else {
+			v = permission.Verdict{Outcome: tool.Rejected, Reason: "denied by the user", Feedback: ans.Feedback}
+			if ans.Feedback != "" {
+				v.Reason = "denied by the user: " + ans.Feedback
+			}
+			outcome = OutcomeRejected
+		}
+	case <-ctx.Done():
+		h.mu.Lock()
+		delete(h.approvals, p.ID)
+		h.mu.Unlock()
+		v, err, outcome = permission.Verdict{Outcome: tool.Cancelled, Reason: "the turn was cancelled"}, context.Cause(ctx), OutcomeCancelled
+	}
+	h.Publish(FeedEvent{Type: FeedApprovalResolved, SessionID: a.id, ApprovalID: p.ID, Outcome: outcome})
+	if e != nil {
+		h.statusChanged(e)
+	}
+	return v, err
+}
+
+// Approvals returns the pending approvals of session sessionID ("" for
+// every session's), oldest first.
+func (h *Host) Approvals(sessionID string) []Approval {
+	h.mu.Lock()
+	var out []Approval
+	for _, p := range h.approvals {
+		if sessionID == "" || p.SessionID == sessionID {
+			out = append(out, p.Approval)
+		}
+	}
+	h.mu.Unlock()
+	slices.SortFunc(out, func(a, b Approval) int {
+		if a.AskedAt != b.AskedAt {
+			return int(a.AskedAt - b.AskedAt)
+		}
+		return compareStrings(a.ID, b.ID)
+	})
+	return out
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Answer answers pending approval approvalID of session sessionID. The
+// first answer wins: a later one, or one for an approval that was
+// cancelled, gets APPROVAL_NOT_PENDING; an id the session never asked
+// gets APPROVAL_NOT_FOUND.
+func (h *Host) Answer(ctx context.Context, sessionID, approvalID string, a Answer) error {
+	switch a.Decision {
+	case DecisionAllowOnce, DecisionReject:
+	default:
+		return errorf(CodeInvalidArgument, "decision %q: want %q or %q", a.Decision, DecisionAllowOnce, DecisionReject)
+	}
+	if a.Decision == DecisionAllowOnce && a.Feedback != "" {
+		return errorf(CodeInvalidArgument, "feedback goes with a rejection, not with %q", DecisionAllowOnce)
+	}
+	full, err := h.resolve(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrHostClosed
+	}
+	p := h.approvals[approvalID]
+	if p != nil && p.SessionID == full {
+		delete(h.approvals, approvalID)
+		p.answer <- a
+		h.mu.Unlock()
+		return nil
+	}
+	h.mu.Unlock()
+	asked, err := h.wasAsked(ctx, full, approvalID)
+	if err != nil {
+		return err
+	}
+	if asked {
+		return errorf(CodeApprovalNotPending, "approval %s of session %s is not pending: it was already answered or cancelled", approvalID, full)
+	}
+	return errorf(CodeApprovalNotFound, "session %s has no approval %s", full, approvalID)
+}
+
+// wasAsked reports whether session id logged approval approvalID.
+func (h *Host) wasAsked(ctx context.Context, id, approvalID string) (bool, error) {
+	var events []session.Event
+	if e, _ := h.lookup(id); e != nil {
+		events = e.sess.Log.Events()
+	} else {
+		var err error
+		if events, err = h.app.Store.ReadFrom(ctx, id, 0); err != nil {
+			return false, classify(err)
+		}
+	}
+	for _, ev := range events {
+		if ev.Type != session.TypeApprovalAsked {
+			continue
+		}
+		var p permission.ApprovalAsked
+		if ev.Decode(&p) == nil && p.ID == approvalID {
+			return true, nil
+		}
+	}
+	return false, nil
+}

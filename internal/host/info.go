@@ -1,0 +1,265 @@
+package host
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/jobs"
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/projection"
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/store"
+	"github.com/dsh-dev/dsh/internal/store/sqlite"
+	"github.com/dsh-dev/dsh/internal/subagent/catalog"
+)
+
+// Status is a session's live status.
+type Status string
+
+// Live statuses.
+const (
+	StatusIdle             Status = "idle"
+	StatusRunning          Status = "running"
+	StatusAwaitingApproval Status = "awaiting-approval"
+)
+
+// ContextUse is a session's context pressure: how much of the model's
+// window the next request is estimated to use.
+type ContextUse struct {
+	UsedTokens   int64   `json:"usedTokens"`
+	WindowTokens int64   `json:"windowTokens"`
+	Fraction     float64 `json:"fraction"`
+}
+
+// Info describes a session: its stored summary with the live overlay.
+type Info struct {
+	Header    session.Header `json:"header"`
+	Title     string         `json:"title"`
+	Status    Status         `json:"status"`
+	Live      bool           `json:"live"`
+	State     string         `json:"state"`
+	Turns     int64          `json:"turns"`
+	UpdatedAt int64          `json:"updatedAt"`
+	LastSeq   int64          `json:"lastSeq"`
+	Usage     llm.Usage      `json:"usage"`
+	Context   *ContextUse    `json:"context,omitempty"`
+	Pending   []Approval     `json:"pendingApprovals,omitempty"`
+	ParentID  string         `json:"parentId,omitempty"`
+	Child     bool           `json:"child"`
+}
+
+// ListFilter selects sessions for List.
+type ListFilter struct {
+	// Cwd keeps sessions whose header cwd is exactly this directory.
+	Cwd string
+	// IncludeChildren lists subagent children and forks too.
+	IncludeChildren bool
+}
+
+// JobInfo is one background job of a live session.
+type JobInfo struct {
+	ID          string `json:"id"`
+	Kind        string `json:"kind"`
+	Command     string `json:"command"`
+	Status      string `json:"status"`
+	Summary     string `json:"summary"`
+	StartedAt   int64  `json:"startedAt"`
+	EndedAt     int64  `json:"endedAt,omitempty"`
+	OutputBytes int64  `json:"outputBytes"`
+}
+
+// status computes e's live status.
+func (h *Host) status(e *entry) Status {
+	h.mu.Lock()
+	waiting := false
+	for _, p := range h.approvals {
+		if p.SessionID == e.id {
+			waiting = true
+			break
+		}
+	}
+	h.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case waiting:
+		return StatusAwaitingApproval
+	case e.inTurn:
+		return StatusRunning
+	}
+	return StatusIdle
+}
+
+// statusChanged publishes e's status when it changed, and runs the idle
+// timer only while it is idle.
+func (h *Host) statusChanged(e *entry) {
+	st := h.status(e)
+	e.mu.Lock()
+	changed := st != e.status
+	e.status = st
+	if st != StatusIdle && e.timer != nil {
+		e.timer.Stop()
+	}
+	e.mu.Unlock()
+	if st == StatusIdle {
+		h.armIdle(e)
+	}
+	if changed {
+		h.Publish(FeedEvent{Type: FeedSessionStatus, SessionID: e.id, Status: st})
+	}
+}
+
+func infoOf(en sqlite.Entry) Info {
+	h := en.Header
+	return Info{
+		Header: h, Title: en.Title, Status: StatusIdle, State: en.Status, Turns: en.Turns,
+		UpdatedAt: en.UpdatedAt, LastSeq: en.Events - 1, ParentID: h.ParentSession, Child: h.ParentSession != "",
+	}
+}
+
+// overlay adds what only the live session knows.
+func (h *Host) overlay(in *Info, e *entry, detail bool) {
+	in.Live = true
+	in.Status = h.status(e)
+	in.Pending = h.Approvals(e.id)
+	if in.Status == StatusRunning || in.Status == StatusAwaitingApproval {
+		in.State = sqlite.StatusRunning
+	}
+	if n := int64(e.sess.Log.Len()); n-1 > in.LastSeq {
+		in.LastSeq = n - 1
+	}
+	p := e.sess.Projections
+	if u, _, ok := projection.GetAs[projection.TokenUsage](p, projection.KeyTokenUsage); ok {
+		in.Usage = u.Total
+	}
+	if detail {
+		if c, _, ok := projection.GetAs[projection.ContextPressure](p, projection.KeyContextPressure); ok {
+			in.Context = &ContextUse{UsedTokens: c.EstimatedTokens, WindowTokens: c.ContextWindow, Fraction: c.Fraction}
+		}
+	}
+}
+
+// List returns the stored sessions (summaries; no log is read) with the
+// live overlay, newest first.
+func (h *Host) List(ctx context.Context, f ListFilter) ([]Info, error) {
+	entries, err := h.app.Store.List(ctx, store.ListFilter{})
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make([]Info, 0, len(entries))
+	for _, en := range entries {
+		if en.Err != nil {
+			continue
+		}
+		if f.Cwd != "" && en.Header.Cwd != f.Cwd {
+			continue
+		}
+		if !f.IncludeChildren && en.Header.ParentSession != "" {
+			continue
+		}
+		in := infoOf(en)
+		if e, _ := h.lookup(en.Header.ID); e != nil {
+			h.overlay(&in, e, false)
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// Get describes session id (a unique prefix is enough), with its pending
+// approvals, usage and context pressure. Usage and context of a session
+// that is not live are folded from its stored log.
+func (h *Host) Get(ctx context.Context, id string) (Info, error) {
+	full, err := h.resolve(ctx, id)
+	if err != nil {
+		return Info{}, err
+	}
+	return h.info(ctx, full)
+}
+
+func (h *Host) info(ctx context.Context, id string) (Info, error) {
+	en, err := h.app.Store.Get(ctx, id)
+	if err != nil {
+		return Info{}, classify(err)
+	}
+	if en.Err != nil {
+		return Info{}, classify(en.Err)
+	}
+	in := infoOf(en)
+	if e, _ := h.lookup(id); e != nil {
+		h.overlay(&in, e, true)
+		return in, nil
+	}
+	events, err := h.app.Store.ReadFrom(ctx, id, 0)
+	if err != nil {
+		return Info{}, classify(err)
+	}
+	usage, pressure := projection.TokenUsageUnit(), projection.ContextPressureUnit(0)
+	us, ps := usage.Init(), pressure.Init()
+	for _, ev := range events {
+		us, ps = usage.Apply(us, ev), pressure.Apply(ps, ev)
+	}
+	if u, ok := us.(projection.TokenUsage); ok {
+		in.Usage = u.Total
+	}
+	if c, ok := ps.(projection.ContextPressure); ok && c.AnchorSeq >= 0 {
+		in.Context = &ContextUse{UsedTokens: c.EstimatedTokens, WindowTokens: c.ContextWindow, Fraction: c.Fraction}
+	}
+	return in, nil
+}
+
+// Tree lists the subagent descendants of session id, pre-order, with a
+// diagnostic for each branch that cannot be read.
+func (h *Host) Tree(ctx context.Context, id string) ([]catalog.Row, error) {
+	full, err := h.resolve(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := catalog.ListDescendants(ctx, h.app.CatalogDeps(), full)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return rows, nil
+}
+
+// Export writes session id as JSONL, as `dsh sessions export` does; a
+// live session is flushed first so the export holds everything logged.
+func (h *Host) Export(ctx context.Context, id string, w io.Writer) error {
+	full, err := h.resolve(ctx, id)
+	if err != nil {
+		return err
+	}
+	if e, _ := h.lookup(full); e != nil {
+		if err := e.sess.Log.Flush(ctx); err != nil {
+			return classify(err)
+		}
+	}
+	return classify(h.app.Store.Export(ctx, full, w))
+}
+
+// Jobs lists the background jobs of live session id (none for a session
+// that is not live: its jobs ended with it).
+func (h *Host) Jobs(id string) []JobInfo {
+	e, _ := h.lookup(id)
+	if e == nil {
+		return nil
+	}
+	var out []JobInfo
+	for _, j := range e.sess.Jobs() {
+		out = append(out, jobInfo(j))
+	}
+	return out
+}
+
+func jobInfo(j jobs.Job) JobInfo {
+	ji := JobInfo{ID: j.ID, Kind: j.Kind, Command: j.Description, Status: string(j.Status), Summary: j.Summary(),
+		StartedAt: j.Started.UnixMilli(), OutputBytes: j.OutputBytes}
+	if !j.Ended.IsZero() {
+		ji.EndedAt = j.Ended.UnixMilli()
+	}
+	return ji
+}
+
+// unixMilli is the host's clock for approval times.
+func unixMilli() int64 { return time.Now().UnixMilli() }
