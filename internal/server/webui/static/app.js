@@ -37,7 +37,13 @@ async function loadSessions() {
     state.sessions = s.sessions || [];
     state.workspaces = w ? w.workspaces || [] : null;
   } catch (err) {
-    toast(err.message);
+    if (err.status === 401) {
+      document.querySelector('#empty h2').textContent = 'Not signed in';
+      document.querySelector('#empty p').textContent = 'Open the URL that dsh serve printed: it carries the access token once, and this browser keeps it as a cookie.';
+      $('empty-new').hidden = true;
+    } else {
+      toast(err.message);
+    }
   }
   renderSidebar(state);
 }

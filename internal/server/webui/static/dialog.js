@@ -71,7 +71,8 @@ async function browse(path) {
   $('picker-up').disabled = !pickerParent || pickerParent === d.path;
   const showHidden = $('picker-hidden').checked;
   const entries = (d.entries || []).filter((e) => showHidden || !e.hidden);
-  list.replaceChildren(...entries.map((e) => h('li', { role: 'option' },
+  $('picker-input').value = d.path;
+  list.replaceChildren(...entries.map((e) => h('li', null,
     h('button', { type: 'button', class: 'dir', 'data-path': e.path, onclick: () => browse(e.path) }, h('span', { 'aria-hidden': 'true', text: '📁 ' }), e.name))));
   if (!entries.length) list.append(h('li', { class: 'muted', text: 'No subfolders' }));
 }
@@ -103,6 +104,9 @@ export function setupDialog(state, onCreated, toast) {
   $('ws-add').addEventListener('click', openPicker);
   $('picker-up').addEventListener('click', () => pickerParent && browse(pickerParent));
   $('picker-hidden').addEventListener('change', () => browse(pickerPath));
+  $('picker-input').addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') { e.preventDefault(); browse($('picker-input').value.trim()); }
+  });
   $('picker-cancel').addEventListener('click', () => { $('picker').hidden = true; $('ws-add').focus(); });
   $('picker-choose').addEventListener('click', async () => {
     try {

@@ -1,0 +1,53 @@
+// (a) A prompt streams its answer into the page: the answer grows in
+// several steps before it is complete, then the turn ends idle.
+import { launch, open, newSession, prompt, shot, expect, run } from './lib.mjs';
+
+const answer = process.env.EXPECT_TEXT;
+
+run(async () => {
+  const b = await launch();
+  const { page } = b;
+  await open(page);
+  const fcp = await page.evaluate(() => {
+    const e = performance.getEntriesByName('first-contentful-paint')[0];
+    return e ? e.startTime : -1;
+  });
+  console.log('first-contentful-paint ms', fcp);
+  expect(fcp >= 0 && fcp < 300, `first contentful paint took ${fcp} ms`);
+  await shot(page, 'a0-empty');
+  await newSession(page, { title: 'Explain the streaming' });
+  await prompt(page, 'Explain how the answer streams in.');
+  // Sample the answer while it streams: it must be seen partial, growing.
+  const seen = new Set();
+  await page.waitForSelector('.item-assistant .answer');
+  let shotTaken = false;
+  for (;;) {
+    const s = await page.evaluate(() => {
+      const a = document.querySelector('.item-assistant .answer');
+      return { text: a ? a.innerText : '', streaming: !!document.querySelector('.item-assistant .caret') };
+    });
+    if (s.streaming && s.text) seen.add(s.text.length);
+    if (s.streaming && !shotTaken && s.text.length > 80) { await shot(page, 'a1-streaming'); shotTaken = true; }
+    if (!s.streaming && s.text) break;
+    await page.waitForTimeout(25);
+  }
+  expect(seen.size >= 3, `the answer did not stream in: saw ${seen.size} partial lengths`);
+  await page.waitForSelector('#status-badge.idle');
+  const text = await page.innerText('.item-assistant .answer');
+  const norm = (x) => x.replace(/\s+/g, ' ').trim();
+  expect(norm(text).includes(norm(answer).slice(0, 40)), `final answer ${JSON.stringify(text)}`);
+  expect(await page.isVisible('.item-user'), 'the prompt is not shown');
+  expect(await page.isVisible('.reasoning'), 'reasoning is not shown');
+  expect(!(await page.getAttribute('.reasoning', 'open')), 'reasoning is not collapsed');
+  // The sidebar lists the session under its workspace, titled.
+  await page.waitForFunction(() => [...document.querySelectorAll('.sess-title')].some((e) => e.textContent === 'Explain the streaming'));
+  await shot(page, 'a2-done');
+  // A reload rebuilds the same page from the log.
+  await page.reload();
+  await page.waitForSelector('.item-assistant .answer');
+  await page.waitForFunction((t) => document.querySelector('.item-assistant .answer').innerText === t, text);
+  // Dark mode reads too.
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await shot(page, 'a3-dark');
+  await b.close();
+});
