@@ -10,7 +10,6 @@ import (
 	"github.com/dsh-dev/dsh/internal/projection"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store"
-	"github.com/dsh-dev/dsh/internal/store/sqlite"
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
 )
 
@@ -110,7 +109,7 @@ func (h *Host) statusChanged(e *entry) {
 	}
 }
 
-func infoOf(en sqlite.Entry) Info {
+func infoOf(en store.Entry) Info {
 	h := en.Header
 	return Info{
 		Header: h, Title: en.Title, Status: StatusIdle, State: en.Status, Turns: en.Turns,
@@ -124,7 +123,7 @@ func (h *Host) overlay(in *Info, e *entry, detail bool) {
 	in.Status = h.status(e)
 	in.Pending = h.Approvals(e.id)
 	if in.Status == StatusRunning || in.Status == StatusAwaitingApproval {
-		in.State = sqlite.StatusRunning
+		in.State = store.StatusRunning
 	}
 	if n := int64(e.sess.Log.Len()); n-1 > in.LastSeq {
 		in.LastSeq = n - 1
@@ -143,7 +142,7 @@ func (h *Host) overlay(in *Info, e *entry, detail bool) {
 // List returns the stored sessions (summaries; no log is read) with the
 // live overlay, newest first.
 func (h *Host) List(ctx context.Context, f ListFilter) ([]Info, error) {
-	entries, err := h.app.Store.List(ctx, store.ListFilter{})
+	entries, err := h.app.Store.List(ctx, store.ListFilter{Cwd: f.Cwd, TopLevelOnly: !f.IncludeChildren})
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -14,7 +14,11 @@ func (s *Server) config(w http.ResponseWriter, r *http.Request) {
 	models := []string{}
 	presets := []string{}
 	defaultModel := ""
-	if a := s.opts.App; a != nil {
+	a := s.opts.App
+	if a == nil && s.host != nil {
+		a = s.host.App()
+	}
+	if a != nil {
 		for _, p := range a.Catalog.Providers() {
 			for _, m := range p.Models {
 				models = append(models, p.ID+"/"+m.ID)

@@ -95,7 +95,7 @@ func New(h *host.Host, reg *workspace.Registry, opts Options) *Server {
 	}
 	// Anything else under /api is a JSON 404 (or 405), never the UI.
 	s.mux.HandleFunc("/api/", s.notFound)
-	s.mux.Handle("GET /", s.static())
+	s.mux.Handle("/", s.static())
 	return s
 }
 
@@ -157,7 +157,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, p := s.mux.Handler(probe); p != "" && p != "/api/" && p != "GET /" {
+		if _, p := s.mux.Handler(probe); p != "" && p != "/api/" && p != "/" {
 			allow = append(allow, m)
 		}
 	}

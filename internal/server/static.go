@@ -20,6 +20,11 @@ func (s *Server) static() http.Handler {
 	ui := webui.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.Set("Allow", "GET, HEAD")
+			writeError(w, newError(CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path))
+			return
+		}
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
