@@ -153,6 +153,7 @@ func startServe(t *testing.T, srv *llmtest.Server) *serve {
 	lines := make(chan string, 2)
 	go func() {
 		defer close(done)
+		defer close(lines)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			select {
