@@ -17,9 +17,23 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/leakcheck"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 )
 
-func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
+func TestMain(m *testing.M) {
+	// needSandbox probes the real backends, which run this binary as the
+	// sandbox helper.
+	sandbox.RunHelperIfRequested()
+	os.Exit(leakcheck.Run(m))
+}
+
+// needSandbox skips where no sandbox backend works: the approval
+// scenarios need the read-only sandbox to refuse a write first.
+func needSandbox(t *testing.T) {
+	if _, err := sandbox.Default().Backend(); err != nil {
+		t.Skipf("no sandbox backend on this machine: %v", err)
+	}
+}
 
 // browser is what the browser tests need: node, playwright-core and a
 // Chromium.
@@ -280,4 +294,122 @@ func TestBrowserStream(t *testing.T) {
 		ChunkRunes: 6, DelayPerChunk: 40 * time.Millisecond, Usage: &llmtest.Usage{Input: 1200, Output: 180}})
 	s := startServe(t, srv)
 	scenario(t, b, s, "stream", "EXPECT_TEXT="+streamedAnswer)
+}
+
+const writeReason = "The user asked for this file; the sandbox is read-only."
+
+// escalatedWrite is how a model writes under the read-only preset: file
+// tools cannot escalate, and bash may ask for workspace-write only for
+// the exact command the sandbox refused, so the command runs plainly
+// first (refused: read-only) and is then retried with the escalation,
+// which asks for approval.
+func escalatedWrite(name, line string) []llmtest.Response {
+	cmd := fmt.Sprintf("printf '%%s\\n' '%s' > %s", line, name)
+	return []llmtest.Response{
+		{ToolCalls: []llmtest.ToolCall{call("bash", map[string]any{"command": cmd, "description": "Write " + name})}},
+		{Text: "The sandbox is read-only, so the write needs your approval.", ToolCalls: []llmtest.ToolCall{call("bash", map[string]any{
+			"command": cmd, "description": "Write " + name, "sandbox_permissions": "workspace-write", "justification": writeReason,
+		})}},
+	}
+}
+
+// TestBrowserApproval: (b) a write under read-only raises the approval
+// panel; Allow once writes the file on disk.
+func TestBrowserApproval(t *testing.T) {
+	b := needBrowser(t)
+	needSandbox(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	const content = "hello from the browser test\n"
+	srv.Enqueue(escalatedWrite("greeting.txt", strings.TrimSuffix(content, "\n"))...)
+	srv.Enqueue(llmtest.Response{Text: "Wrote greeting.txt."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "approval", "EXPECT_FILE=greeting.txt", "EXPECT_REASON="+writeReason)
+	got, err := os.ReadFile(filepath.Join(s.dir, "greeting.txt"))
+	if err != nil || string(got) != content {
+		t.Fatalf("greeting.txt = %q, %v", got, err)
+	}
+}
+
+// TestBrowserReloadPendingApproval: (c) a reload while the approval is
+// pending shows it again and answering still works.
+func TestBrowserReloadPendingApproval(t *testing.T) {
+	b := needBrowser(t)
+	needSandbox(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(escalatedWrite("kept.txt", "kept")...)
+	srv.Enqueue(escalatedWrite("refused.txt", "refused")...)
+	srv.Enqueue(llmtest.Response{Text: "Understood: kept.txt is written, refused.txt is not."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "reload", "EXPECT_FILE=kept.txt")
+	if got, err := os.ReadFile(filepath.Join(s.dir, "kept.txt")); err != nil || string(got) != "kept\n" {
+		t.Fatalf("kept.txt = %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "refused.txt")); !os.IsNotExist(err) {
+		t.Fatalf("refused.txt exists after a rejection (%v)", err)
+	}
+	// The rejection's feedback reached the model.
+	reqs := srv.Requests()
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "Not that one, thanks.") {
+		t.Errorf("the last request lacks the rejection feedback")
+	}
+}
+
+// TestBrowserSubagentTree: (d) a three-level subagent tree renders and a
+// child opens. Sessions run concurrently, so the fake model answers by
+// conversation (its first user message) rather than in queue order.
+func TestBrowserSubagentTree(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	const rootPrompt, childTask, grandchildTask = "Delegate the survey.", "Survey the repository and delegate the test check.", "Run the test suite and report."
+	srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		done := r.ToolResultCount() > 0
+		switch firstUserText(r, rootPrompt, childTask, grandchildTask) {
+		case rootPrompt:
+			if done {
+				return llmtest.Response{Text: "All three levels finished."}
+			}
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{call("subagent", map[string]any{"description": "Survey the repository", "prompt": childTask})}}
+		case childTask:
+			if done {
+				return llmtest.Response{Text: "Survey done; the grandchild reports that the tests pass."}
+			}
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{call("subagent", map[string]any{"description": "Check the tests", "prompt": grandchildTask})}}
+		case grandchildTask:
+			return llmtest.Response{Text: "The tests pass (3 of 3)."}
+		}
+		return llmtest.Response{Status: 500, ErrorBody: "unexpected conversation"}
+	})
+	s := startServe(t, srv)
+	scenario(t, b, s, "tree")
+}
+
+// firstUserText returns the marker found in the earliest user message
+// that holds any of them.
+func firstUserText(r llmtest.Request, markers ...string) string {
+	for _, m := range r.Messages() {
+		if m["role"] != "user" {
+			continue
+		}
+		b, _ := json.Marshal(m["content"])
+		for _, k := range markers {
+			if strings.Contains(string(b), k) {
+				return k
+			}
+		}
+	}
+	return ""
+}
+
+// TestBrowserCancelKeepsPartial: (e) cancel keeps the partial answer.
+func TestBrowserCancelKeepsPartial(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	story := strings.Repeat("Once upon a time a harness streamed its answer, one small chunk at a time. ", 12)
+	srv.Enqueue(llmtest.Response{Text: story, ChunkRunes: 4, DelayPerChunk: 60 * time.Millisecond})
+	s := startServe(t, srv)
+	scenario(t, b, s, "cancel", "EXPECT_TEXT="+story)
 }

@@ -24,6 +24,8 @@ export function expect(cond, msg) {
   if (!cond) fail(msg);
 }
 
+const contexts = [];
+
 /** launch starts Chromium with one page per scheme (light by default). */
 export async function launch(opts = {}) {
   const browser = await chromium.launch({
@@ -36,6 +38,7 @@ export async function launch(opts = {}) {
   const foreign = [];
   context.on('request', (r) => { if (!r.url().startsWith(BASE) && !r.url().startsWith('data:')) foreign.push(r.url()); });
   const page = await context.newPage();
+  contexts.push(context);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
@@ -102,6 +105,29 @@ export async function run(fn) {
     console.log('PASS');
   } catch (err) {
     console.error('FAIL:', err && err.stack ? err.stack : err);
+    // What the page looked like, and what the API says, for the log.
+    let n = 0;
+    for (const c of contexts) {
+      for (const p of c.pages()) {
+        try {
+          await shot(p, `FAIL-${process.argv[1].split('/').pop().replace('.mjs', '')}-${n++}`);
+          const dump = await p.evaluate(async () => {
+            const id = (location.hash.match(/^#\/s\/(.+)/) || [])[1];
+            if (!id) return 'no session open';
+            const [info, ev] = await Promise.all([fetch('/api/sessions/' + id).then((r) => r.text()), fetch('/api/sessions/' + id + '/events?after=-1&limit=1000').then((r) => r.text())]);
+            let lines = ev;
+            try {
+              lines = JSON.parse(ev).events.filter((e) => !['assistant/chunk', 'request/header'].includes(e.type))
+                .map((e) => `${e.seq} ${e.type} ${JSON.stringify(e.data).slice(0, 400)}`).join('\n');
+            } catch { /* the raw text then */ }
+            return info + '\n' + lines;
+          });
+          console.error('page state:', dump.slice(0, 12000));
+        } catch (e) {
+          console.error('no page dump:', e.message);
+        }
+      }
+    }
     process.exit(1);
   }
 }

@@ -249,8 +249,11 @@ function paintStrip() {
   const child = info && (info.child || info.header.parentSession);
   const banner = $('readonly-banner');
   banner.hidden = !child;
-  if (child) {
-    const parent = info.parentId || info.header.parentSession;
+  const parent = child ? info.parentId || info.header.parentSession || '' : '';
+  // Rebuilt only when it changes: a redraw between mousedown and mouseup
+  // would swallow a click on the link.
+  if (child && banner.dataset.parent !== parent) {
+    banner.dataset.parent = parent;
     banner.replaceChildren(h('span', { text: 'Subagent session — read-only. ' }), parent ? h('a', { href: `#/s/${parent}`, text: 'Back to the parent session' }) : '');
   }
   $('composer').hidden = !!child;
@@ -299,9 +302,17 @@ function paintApprovals() {
     else if (args) what.push(h('pre', { class: 'out', text: JSON.stringify(args, null, 2) }));
   }
   const feedback = h('textarea', { id: 'reject-feedback', rows: '2', placeholder: 'Tell the agent why, or what to do instead (optional)' });
+  const actions = h('div', { class: 'row end approval-actions' },
+    h('button', { type: 'button', class: 'btn', id: 'reject-btn', onclick: () => { rejectBox.hidden = false; actions.hidden = true; feedback.focus(); } }, 'Reject…'),
+    h('button', { type: 'button', class: 'btn primary', id: 'allow-btn', onclick: () => answer(a, 'allow-once') }, 'Allow once'));
   const rejectBox = h('div', { class: 'reject-box', hidden: true },
     h('label', { for: 'reject-feedback', text: 'Feedback for the agent' }), feedback,
-    h('div', { class: 'row end' }, h('button', { type: 'button', class: 'btn danger', id: 'reject-send', onclick: () => answer(a, 'reject', feedback.value.trim()) }, 'Reject')));
+    h('div', { class: 'row end' },
+      h('button', { type: 'button', class: 'btn', onclick: () => { rejectBox.hidden = true; actions.hidden = false; $('reject-btn').focus(); } }, 'Back'),
+      h('button', { type: 'button', class: 'btn danger', id: 'reject-send', onclick: () => answer(a, 'reject', feedback.value.trim()) }, 'Reject')));
+  feedback.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); answer(a, 'reject', feedback.value.trim()); }
+  });
   panel.replaceChildren(
     h('div', { class: 'approval-head' },
       h('span', { class: 'approval-icon', 'aria-hidden': 'true', text: '!' }),
@@ -311,9 +322,7 @@ function paintApprovals() {
     ...what,
     a.cwd ? h('div', { class: 'muted small', text: `in ${a.cwd}` }) : null,
     rejectBox,
-    h('div', { class: 'row end approval-actions' },
-      h('button', { type: 'button', class: 'btn', id: 'reject-btn', onclick: () => { rejectBox.hidden = false; feedback.focus(); } }, 'Reject…'),
-      h('button', { type: 'button', class: 'btn primary', id: 'allow-btn', onclick: () => answer(a, 'allow-once') }, 'Allow once')));
+    actions);
   panel.hidden = false;
   panel.scrollIntoView({ block: 'nearest' });
 }

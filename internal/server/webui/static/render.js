@@ -143,7 +143,7 @@ const ICONS = { bash: '$', edit: '✎', write: '✎', str_replace_based_edit_too
 export function toolSummary(name, args) {
   const a = args || {};
   switch (name) {
-    case 'bash': return a.command || '';
+    case 'bash': return a.description || '';
     case 'read': case 'edit': case 'write': case 'read_image': return a.file_path || '';
     case 'str_replace_based_edit_tool': return `${a.command || ''} ${a.path || ''}`.trim();
     case 'web_fetch': return a.url || '';
@@ -165,9 +165,12 @@ function statusPill(it) {
   }
   if (it.result && it.result.error) {
     const code = it.result.error.code || '';
-    if (/REJECT/.test(code)) { label = 'rejected'; cls = 'rejected'; }
-    else if (/ABORT|CANCEL/.test(code)) { label = 'cancelled'; cls = 'rejected'; }
+    const outcome = it.approval && it.approval.decided && it.approval.decided.outcome;
+    if (outcome === 'rejected' || /REJECT/.test(code)) { label = 'rejected'; cls = 'rejected'; }
+    else if (outcome === 'cancelled' || /ABORT|CANCEL/.test(code)) { label = 'cancelled'; cls = 'rejected'; }
+    else if (code === 'TOOL_DENIED') { label = 'denied'; cls = 'rejected'; }
   }
+  if (it.name === 'bash' && meta.sandboxDenied) label += ' · sandbox refused';
   if (meta.background && meta.jobId) label = `background ${meta.jobId}`;
   return h('span', { class: `pill ${cls}` }, it.status === 'running' ? h('span', { class: 'spinner', 'aria-hidden': 'true' }) : null, label);
 }
@@ -191,7 +194,7 @@ export function toolCard(it) {
   const head = h('div', { class: 'card-head' },
     h('span', { class: 'tool-icon', 'aria-hidden': 'true', text: ICONS[it.name] || '⚙' }),
     h('span', { class: 'tool-name', text: it.name }),
-    h('span', { class: 'tool-summary', title: summary, text: it.name === 'bash' ? '' : summary }),
+    h('span', { class: 'tool-summary', title: summary, text: summary }),
     h('span', { class: 'spacer' }),
     it.result && it.ended && it.time ? h('span', { class: 'muted small', text: fmtDuration(Math.max(0, it.ended - it.time)) }) : null,
     statusPill(it));
@@ -200,7 +203,7 @@ export function toolCard(it) {
   switch (it.name) {
     case 'bash':
       body.append(h('pre', { class: 'cmd' }, h('span', { class: 'prompt', 'aria-hidden': 'true', text: '$ ' }), args.command || ''));
-      if (it.result) body.append(outputBlock(resultText.replace(/\n?\[exit code: \d+\]\s*$/, '') || '(no output)', it.status === 'error' ? 'err' : ''));
+      if (it.result) body.append(outputBlock(resultText.replace(/\n*\[exit code: -?\d+\]\n?/, '\n').trim() || '(no output)', it.status === 'error' ? 'err' : ''));
       break;
     case 'edit': case 'write': case 'str_replace_based_edit_tool': {
       const d = meta.diff || proposedDiff(it.name, args);
@@ -229,7 +232,7 @@ export function toolCard(it) {
       if (it.result && resultText) body.append(h('details', { open: it.status === 'error' }, h('summary', { text: 'Result' }), outputBlock(resultText, it.status === 'error' ? 'err' : '')));
   }
   if (it.result && it.result.error && it.result.error.reason) body.append(h('div', { class: 'err-line', text: it.result.error.reason }));
-  if (it.approval && it.approval.decided && it.approval.decided.outcome !== 'allowed-once') {
+  if (!it.result && it.approval && it.approval.decided && it.approval.decided.outcome !== 'allowed-once') {
     const d = it.approval.decided;
     body.append(h('div', { class: 'err-line', text: `Approval ${d.outcome}${d.by ? ' by ' + d.by : ''}${d.feedback ? ': ' + d.feedback : d.reason ? ': ' + d.reason : ''}` }));
   }
@@ -277,6 +280,8 @@ export function renderItem(it) {
       if (it.streaming && it.preparing) wrap.append(h('div', { class: 'muted small', text: `Preparing ${it.preparing}…` }));
       if (it.streaming) wrap.append(h('span', { class: 'caret', 'aria-hidden': 'true' }));
       if (it.interrupted) wrap.append(h('div', { class: 'interrupted', text: 'Answer interrupted — the text above was kept.' }));
+      // A step that only called tools shows nothing of its own.
+      if (!wrap.childNodes.length) li.hidden = true;
       li.append(wrap);
       break;
     }
