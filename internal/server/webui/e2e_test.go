@@ -244,12 +244,12 @@ func scenario(t *testing.T, b browser, s *serve, name string, extra ...string) s
 	cmd.Env = append(os.Environ(), "DSH_URL="+s.tokenURL, "DSH_WORKSPACE="+s.dir, "SCREENS_DIR="+screens,
 		"CHROMIUM="+b.chromium, "PLAYWRIGHT_DIR="+b.playwrightDir)
 	cmd.Env = append(cmd.Env, extra...)
+	defer copyScreens(t, screens)
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s:\n%s", name, out)
 	if err != nil {
 		t.Fatalf("scenario %s: %v", name, err)
 	}
-	copyScreens(t, screens)
 	return string(out)
 }
 
@@ -368,11 +368,18 @@ func TestBrowserSubagentTree(t *testing.T) {
 		done := r.ToolResultCount() > 0
 		switch firstUserText(r, rootPrompt, childTask, grandchildTask) {
 		case rootPrompt:
+			if msgs := r.Messages(); done && msgs[len(msgs)-1]["role"] == "user" {
+				// The continuable child's settle notice starts a turn of its own.
+				return llmtest.Response{Text: "Noted: the survey subagent has settled."}
+			}
 			if done {
 				return llmtest.Response{Text: "All three levels finished."}
 			}
 			return llmtest.Response{ToolCalls: []llmtest.ToolCall{call("subagent", map[string]any{"description": "Survey the repository", "prompt": childTask})}}
 		case childTask:
+			if msgs := r.Messages(); done && msgs[len(msgs)-1]["role"] == "user" {
+				return llmtest.Response{Text: "Noted: the test check has settled."}
+			}
 			if done {
 				return llmtest.Response{Text: "Survey done; the grandchild reports that the tests pass."}
 			}

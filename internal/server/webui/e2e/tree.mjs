@@ -11,11 +11,9 @@ run(async () => {
   await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('All three levels')));
   await page.waitForSelector('#status-badge.idle');
   await page.waitForSelector('#side-panel:not([hidden])');
-  await page.waitForFunction(() => document.querySelectorAll('#tree .tree-list li').length === 2);
-  const rows = await page.$$eval('#tree .tree-list li', (ls) => ls.map((l) => ({ level: l.getAttribute('aria-level'), text: l.innerText })));
+  await page.waitForFunction(() => document.querySelectorAll('#tree .tree-list li[aria-level]:not(.tree-root)').length === 2);
+  const rows = await page.$$eval('#tree .tree-list li:not(.tree-root)', (ls) => ls.map((l) => ({ level: l.getAttribute('aria-level'), text: l.innerText })));
   console.log('tree rows', JSON.stringify(rows));
-  console.log('api tree', await page.evaluate(async (r) => (await fetch('/api/sessions/' + r + '/tree')).text(), root));
-  console.log('api sessions', await page.evaluate(async () => (await fetch('/api/sessions?children=1')).text()));
   expect(rows[0].level === '1' && rows[1].level === '2', `tree levels ${JSON.stringify(rows)}`);
   expect(rows[0].text.includes('Survey the repository') && rows[1].text.includes('Check the tests'), 'tree labels');
   expect(await page.isVisible('.tool-subagent .child-link'), 'the subagent card has no child link');
@@ -28,12 +26,16 @@ run(async () => {
   await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('The tests pass')));
   expect(await page.isVisible('.item-task'), 'the delegated task is not shown');
   await shot(page, 'd2-grandchild');
-  // Back to the parent through the banner.
+  // Up to the middle level through the banner: its card links the grandchild.
+  const grandchild = await page.evaluate(() => location.hash.slice(4));
   await page.click('#readonly-banner a');
-  await page.waitForSelector('.tool-subagent .child-link');
-  await page.click('.tool-subagent .child-link');
+  await page.waitForFunction((g) => !location.hash.includes(g), grandchild);
   await page.waitForSelector('#readonly-banner:not([hidden])');
-  await page.waitForSelector('.tool-subagent .child-link');
+  await page.waitForSelector(`.tool-subagent .child-link[data-child="${grandchild}"]`);
+  await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('Survey done')));
   await shot(page, 'd3-child');
+  await page.click(`.tool-subagent .child-link[data-child="${grandchild}"]`);
+  await page.waitForFunction((g) => location.hash.includes(g), grandchild);
+  await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('The tests pass')));
   await b.close();
 });

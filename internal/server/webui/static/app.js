@@ -130,6 +130,12 @@ function openSession(id) {
     EVENT_TYPES,
     (_type, ev) => { if (view === v) onSessionEvent(ev); },
     (s) => { if (view === v) setConn(s); });
+  // Nothing of the previous session's side panel may linger.
+  $('tree').replaceChildren(h('p', { class: 'muted', text: 'Loading…' }));
+  $('jobs').replaceChildren();
+  $('approval').hidden = true;
+  $('approval').replaceChildren();
+  delete $('approval').dataset.approval;
   refreshInfo();
   renderSidebar(state);
   schedule();
@@ -411,12 +417,17 @@ async function paintTree(v) {
   if (view !== v) return;
   if (!rows.length) { el.replaceChildren(h('p', { class: 'muted', text: 'No subagents yet.' })); return; }
   const ul = h('ul', { class: 'tree-list', role: 'tree', 'aria-label': 'Subagent tree' });
+  const title = v.model.title || (v.info && v.info.title) || 'This session';
+  ul.append(h('li', { role: 'treeitem', 'aria-level': '0', 'aria-current': 'page', class: 'tree-root' },
+    h('span', { class: 'tree-node' }, h('span', { class: `dot ${v.model.running ? 'running' : 'idle'}`, 'aria-hidden': 'true' }),
+      h('span', { class: 'tree-text' }, h('span', { class: 'tree-label', text: title }), h('span', { class: 'tree-meta', text: 'this session' })))));
   for (const r of rows) {
-    ul.append(h('li', { role: 'treeitem', 'aria-level': String(r.depth), style: `--depth:${r.depth - 1}` },
-      h('a', { href: `#/s/${r.id}`, class: 'tree-node', 'data-child': r.id },
+    ul.append(h('li', { role: 'treeitem', 'aria-level': String(r.depth), style: { '--depth': String(r.depth) } },
+      h('a', { href: `#/s/${r.id}`, class: 'tree-node', 'data-child': r.id, title: r.id },
         h('span', { class: `dot ${r.activity === 'running' ? 'running' : 'idle'}`, 'aria-hidden': 'true' }),
-        h('span', { class: 'tree-label', text: r.label || r.id.slice(0, 12) }),
-        h('span', { class: 'muted small', text: ` ${r.provider || ''} · ${r.mode || ''}` })),
+        h('span', { class: 'tree-text' },
+          h('span', { class: 'tree-label', text: r.label || r.id.slice(0, 12) }),
+          h('span', { class: 'tree-meta', text: [r.provider, r.mode, r.activity === 'running' ? 'running' : ''].filter(Boolean).join(' · ') }))),
       r.diagnostic ? h('div', { class: 'err-line small', text: `${r.diagnostic}: ${r.reason || ''}` }) : null));
   }
   el.replaceChildren(ul);

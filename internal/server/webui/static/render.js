@@ -9,6 +9,8 @@ export function h(tag, attrs, ...children) {
     if (v === undefined || v === null || v === false) continue;
     if (k === 'class') el.className = v;
     else if (k === 'text') el.textContent = v;
+    // Through the CSSOM: the CSP forbids style attributes (style-src 'self').
+    else if (k === 'style') for (const [p, x] of Object.entries(v)) el.style.setProperty(p, x);
     else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? '' : v);
   }
