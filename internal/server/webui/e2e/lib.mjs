@@ -80,7 +80,7 @@ export async function newSession(page, { permission = 'workspace-write', title }
     if (await page.isHidden('#picker')) await page.click('#ws-add');
     await page.fill('#picker-input', WORKSPACE);
     await page.press('#picker-input', 'Enter');
-    await page.waitForFunction((p) => document.getElementById('picker-path').textContent === p, WORKSPACE);
+    await page.waitForFunction((p) => document.getElementById('picker').dataset.path === p, WORKSPACE);
     await page.click('#picker-choose');
     await page.waitForFunction((p) => [...document.querySelectorAll('#ws-select option')].some((o) => o.selected && o.textContent.includes(p)), WORKSPACE);
   }

@@ -67,13 +67,13 @@ async function browse(path) {
   $('new-error').textContent = '';
   pickerPath = d.path;
   pickerParent = d.parent || '';
-  $('picker-path').textContent = d.path;
+  $('picker').dataset.path = d.path;
   $('picker-up').disabled = !pickerParent || pickerParent === d.path;
   const showHidden = $('picker-hidden').checked;
   const entries = (d.entries || []).filter((e) => showHidden || !e.hidden);
   $('picker-input').value = d.path;
   list.replaceChildren(...entries.map((e) => h('li', null,
-    h('button', { type: 'button', class: 'dir', 'data-path': e.path, onclick: () => browse(e.path) }, h('span', { 'aria-hidden': 'true', text: '📁 ' }), e.name))));
+    h('button', { type: 'button', class: 'dir', 'data-path': e.path, onclick: () => browse(e.path) }, h('span', { class: 'folder-icon', 'aria-hidden': 'true' }), e.name))));
   if (!entries.length) list.append(h('li', { class: 'muted', text: 'No subfolders' }));
 }
 
