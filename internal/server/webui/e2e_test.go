@@ -122,26 +122,35 @@ type serve struct {
 	tokenURL  string // the browser URL dsh serve printed
 	home, dir string // $DSH_HOME and the workspace directory
 	srv       *llmtest.Server
+	stop      func() // SIGTERM, then wait for the exit; idempotent
 }
 
 // startServe starts dsh serve on a free port with the fake model as its
 // provider and waits for its two start-up lines (the readiness handshake).
 func startServe(t *testing.T, srv *llmtest.Server) *serve {
 	t.Helper()
-	bin := buildDsh(t)
-	s := &serve{home: t.TempDir(), dir: t.TempDir(), srv: srv}
+	home, dir := t.TempDir(), t.TempDir()
 	// The workspace path as the server will canonicalise it.
-	if real, err := filepath.EvalSymlinks(s.dir); err == nil {
-		s.dir = real
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
 	}
 	// External agents' tools appear only where their executables are
 	// found; the scripted turns do not depend on them.
 	cfg := "profile:\n  - {id: codex, module: codex, disabled: true}\n  - {id: claude-code, module: claude-code, disabled: true}\n"
-	if err := os.WriteFile(filepath.Join(s.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return startServeAt(t, srv, home, dir, "127.0.0.1:0")
+}
+
+// startServeAt starts dsh serve with $DSH_HOME home in dir, listening on
+// listen (a restart reuses the address and the home, token included).
+func startServeAt(t *testing.T, srv *llmtest.Server, home, dir, listen string) *serve {
+	t.Helper()
+	bin := buildDsh(t)
+	s := &serve{home: home, dir: dir, srv: srv}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0")
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", listen)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "DSH_HOME="+s.home, "DEEPSEEK_API_KEY=test-key", "DEEPSEEK_BASE_URL="+srv.URL())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -157,13 +166,17 @@ func startServe(t *testing.T, srv *llmtest.Server) *serve {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		if t.Failed() {
-			t.Logf("dsh serve stderr:\n%s", cmd.Stderr.(*lockedWriter).String())
-		}
-	})
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			if t.Failed() {
+				t.Logf("dsh serve stderr:\n%s", cmd.Stderr.(*lockedWriter).String())
+			}
+		})
+	}
+	t.Cleanup(s.stop)
 	lines := make(chan string, 2)
 	go func() {
 		defer close(done)
@@ -253,6 +266,63 @@ func scenario(t *testing.T, b browser, s *serve, name string, extra ...string) s
 	return string(out)
 }
 
+// scenarioRestart runs e2e/restart.mjs: when it prints RESTART, dsh
+// serve is stopped and started again on the same address and home, and
+// the script is told (a line on its stdin) once the new one listens.
+func scenarioRestart(t *testing.T, b browser, s *serve) {
+	t.Helper()
+	screens := screensDir(t)
+	defer copyScreens(t, screens)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.node, filepath.Join("e2e", "restart.mjs"))
+	cmd.Env = append(os.Environ(), "DSH_URL="+s.tokenURL, "DSH_WORKSPACE="+s.dir, "SCREENS_DIR="+screens,
+		"CHROMIUM="+b.chromium, "PLAYWRIGHT_DIR="+b.playwrightDir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	restarted := false
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if sc.Text() != "RESTART" || restarted {
+			continue
+		}
+		restarted = true
+		t0 := time.Now()
+		s.stop()
+		t.Logf("dsh serve stopped in %v", time.Since(t0))
+		addr := strings.TrimPrefix(s.url, "http://")
+		s2 := startServeAt(t, s.srv, s.home, s.dir, addr)
+		if s2.url != s.url {
+			t.Errorf("restarted on %s, want %s", s2.url, s.url)
+		}
+		t.Logf("dsh serve restarted at %s", s2.url)
+		if _, err := io.WriteString(stdin, "go\n"); err != nil {
+			t.Errorf("tell the script: %v", err)
+		}
+	}
+	err = cmd.Wait()
+	t.Logf("restart:\n%s%s", out.String(), stderr.String())
+	if err != nil {
+		t.Fatalf("scenario restart: %v", err)
+	}
+	if !restarted {
+		t.Fatal("the scenario never asked for the restart")
+	}
+}
+
 func copyScreens(t *testing.T, from string) {
 	const to = "/work/screens"
 	if fi, err := os.Stat(to); err != nil || !fi.IsDir() || from == to {
@@ -291,7 +361,8 @@ func TestBrowserStream(t *testing.T) {
 	srv := llmtest.New()
 	defer srv.Close()
 	srv.Enqueue(llmtest.Response{Reasoning: "The user wants to see streaming; answer in a few short parts.", Text: streamedAnswer,
-		ChunkRunes: 6, DelayPerChunk: 40 * time.Millisecond, Usage: &llmtest.Usage{Input: 1200, Output: 180}})
+		ChunkRunes: 6, DelayPerChunk: 40 * time.Millisecond, Usage: &llmtest.Usage{Input: 1200, Output: 180}},
+		llmtest.Response{Text: "Then the page is done.", Usage: &llmtest.Usage{Input: 1500, Output: 12}})
 	s := startServe(t, srv)
 	scenario(t, b, s, "stream", "EXPECT_TEXT="+streamedAnswer)
 }
@@ -419,4 +490,36 @@ func TestBrowserCancelKeepsPartial(t *testing.T) {
 	srv.Enqueue(llmtest.Response{Text: story, ChunkRunes: 4, DelayPerChunk: 60 * time.Millisecond})
 	s := startServe(t, srv)
 	scenario(t, b, s, "cancel", "EXPECT_TEXT="+story)
+}
+
+// TestBrowserJobs: a background job shows in the side panel and its
+// completion notice starts the next turn.
+func TestBrowserJobs(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		msgs := r.Messages()
+		switch {
+		case r.ToolResultCount() == 0:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{call("bash", map[string]any{"command": "sleep 0.5; echo job-finished", "description": "Slow job", "run_in_background": true})}}
+		case msgs[len(msgs)-1]["role"] == "user":
+			return llmtest.Response{Text: "The background job finished: job-finished."}
+		default:
+			return llmtest.Response{Text: "Started it in the background."}
+		}
+	})
+	s := startServe(t, srv)
+	scenario(t, b, s, "jobs")
+}
+
+// TestBrowserServerRestart: a restart of dsh serve loses nothing; the
+// page reconnects, resumes after the last seq it saw and goes on.
+func TestBrowserServerRestart(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Text: "First answer."}, llmtest.Response{Text: "Second answer, after the restart."})
+	s := startServe(t, srv)
+	scenarioRestart(t, b, s)
 }

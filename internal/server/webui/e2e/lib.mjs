@@ -103,6 +103,7 @@ export async function run(fn) {
   try {
     await fn();
     console.log('PASS');
+    process.exit(0); // pipes (a scenario's stdin) must not keep node alive
   } catch (err) {
     console.error('FAIL:', err && err.stack ? err.stack : err);
     // What the page looked like, and what the API says, for the log.

@@ -27,12 +27,23 @@ run(async () => {
       return { text: a ? a.innerText : '', streaming: !!document.querySelector('.item-assistant .caret') };
     });
     if (s.streaming && s.text) seen.add(s.text.length);
-    if (s.streaming && !shotTaken && s.text.length > 80) { await shot(page, 'a1-streaming'); shotTaken = true; }
+    if (s.streaming && !shotTaken && s.text.length > 80) {
+      // A message typed during the turn is queued for the next one.
+      await page.fill('#composer-input', 'And then?');
+      await page.press('#composer-input', 'Enter');
+      await page.waitForSelector('.queued.next-turn');
+      expect((await page.innerText('#queue')).includes('And then?'), 'the queued message is not shown');
+      await shot(page, 'a1-streaming');
+      shotTaken = true;
+    }
     if (!s.streaming && s.text) break;
     await page.waitForTimeout(25);
   }
   expect(seen.size >= 3, `the answer did not stream in: saw ${seen.size} partial lengths`);
+  // The queued message runs as the next turn.
+  await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('Then the page is done.')));
   await page.waitForSelector('#status-badge.idle');
+  expect(await page.isHidden('#queue'), 'the queue did not empty');
   const text = await page.innerText('.item-assistant .answer');
   const norm = (x) => x.replace(/\s+/g, ' ').trim();
   expect(norm(text).includes(norm(answer).slice(0, 40)), `final answer ${JSON.stringify(text)}`);

@@ -146,6 +146,7 @@ function closeSession() {
   view.stream.close();
   cancelAnimationFrame(view.raf);
   clearTimeout(view.treeTimer);
+  clearTimeout(view.infoTimer);
   view = null;
 }
 
@@ -177,6 +178,15 @@ async function refreshInfo() {
       toast(err.message);
     }
   }
+}
+
+// infoSoon refreshes the session's info (jobs, context) once a burst of
+// events that may change it has passed; while a job runs it polls, since
+// a job's progress is not in the log until its completion notice.
+function infoSoon(delay = 150) {
+  const v = view;
+  clearTimeout(v.infoTimer);
+  v.infoTimer = setTimeout(() => { if (view === v) refreshInfo(); }, delay);
 }
 
 function schedule() {
@@ -214,6 +224,7 @@ function paint() {
   if (f.has('approvals')) paintApprovals();
   if (f.has('queue') || f.has('strip')) paintComposer();
   if (f.has('tree')) treeSoon();
+  if (f.has('info')) infoSoon();
   if (f.has('jobs')) paintJobs();
   f.clear();
   if (stick) conv.scrollTop = conv.scrollHeight;
@@ -434,13 +445,18 @@ async function paintTree(v) {
   if (rows.length && $('side-panel').hidden && !v.treeShown) { v.treeShown = true; togglePanel(true); }
 }
 
+const JOB_PILL = { running: 'running', stopping: 'awaiting', completed: 'ok', killed: 'rejected', failed: 'error' };
+
 function paintJobs() {
   const el = $('jobs');
   const jobs = (view.info && view.info.jobs) || [];
+  if (jobs.some((j) => j.status === 'running' || j.status === 'stopping')) infoSoon(2000);
   if (!jobs.length) { el.replaceChildren(h('p', { class: 'muted', text: 'No background jobs.' })); return; }
-  el.replaceChildren(h('ul', { class: 'job-list' }, ...jobs.map((j) => h('li', { class: 'job' },
-    h('div', { class: 'row' }, h('code', { text: j.id }), h('span', { class: `pill ${j.status === 'running' ? 'running' : j.status === 'exited' || j.status === 'done' ? 'ok' : 'error'}`, text: j.status })),
-    h('div', { class: 'muted small job-cmd', text: j.command || j.kind || '' })))));
+  el.replaceChildren(h('ul', { class: 'job-list' }, ...jobs.map((j) => h('li', { class: 'job', 'data-job': j.id },
+    h('div', { class: 'row' }, h('code', { text: j.id }), h('span', { class: 'spacer' }), h('span', { class: `pill ${JOB_PILL[j.status] || ''}`, text: j.status })),
+    h('div', { class: 'small job-cmd', text: j.command || j.kind || '' }),
+    j.summary ? h('div', { class: 'muted small', text: j.summary }) : null))));
+  if ($('side-panel').hidden && !view.jobsShown) { view.jobsShown = true; togglePanel(true); }
 }
 
 function togglePanel(show) {

@@ -80,6 +80,7 @@ export class SessionModel {
       case 'turn/end': {
         this.running = false;
         ch.flags.add('strip');
+        ch.flags.add('info');
         const reason = d.reason || {};
         for (const it of this.items.values()) {
           if (it.kind === 'assistant' && it.streaming) { it.streaming = false; touch(it.key); }
@@ -98,6 +99,7 @@ export class SessionModel {
         const src = msg.source || {};
         const images = (msg.content || []).filter((b) => b.type === 'image');
         const kind = src.kind === 'user' ? 'user' : src.kind === 'parent' ? 'task' : 'context';
+        if (src.plugin === 'jobs') ch.flags.add('info');
         touch(this.add(`u:${ev.seq}`, { kind, text: textOf(msg.content), images, source: src, time: ev.time }).key);
         break;
       }
@@ -162,7 +164,7 @@ export class SessionModel {
           it.child = Object.assign(it.child || {}, { id: d.meta.childId, stop: d.meta.stopReason });
           ch.flags.add('tree');
         }
-        if (d.meta && d.meta.jobId) ch.flags.add('jobs');
+        if (d.meta && d.meta.jobId) ch.flags.add('info');
         touch(key);
         break;
       }
