@@ -222,7 +222,6 @@ func (c *child) Close() (err error) {
 // NewChild implements subagent.Factory.
 func (f *childFactory) NewChild(ctx context.Context, spec subagent.ChildSpec) (subagent.Child, error) {
 	a := f.app
-	ph := spec.Parent.Header()
 	route, err := f.route(spec)
 	if err != nil {
 		return nil, err
@@ -231,31 +230,11 @@ func (f *childFactory) NewChild(ctx context.Context, spec subagent.ChildSpec) (s
 	if err != nil {
 		return nil, err
 	}
-	h := session.Header{
-		Version: session.FormatVersion, ID: id.String(), CreatedAt: time.Now().UnixMilli(),
-		Cwd: ph.Cwd, ParentSession: ph.ID, Origin: "subagent", DelegationDepth: spec.Depth, AgentPreset: ph.AgentPreset,
-	}
-	if spec.Seed != nil {
-		n := int64(len(spec.Seed))
-		h.SeedLength = &n
-	}
-	if err := a.Store.Create(ctx, h); err != nil {
-		return nil, err
-	}
-	// The seed is stored as the child's own leading events.
-	if len(spec.Seed) > 0 {
-		if err := a.Store.Append(ctx, h.ID, spec.Seed); err != nil {
-			return nil, err
-		}
-	}
-	log, err := session.NewLog(h, spec.Seed, a.Store)
+	// The header, the stored seed and the end-seed marker as the
+	// subagent package requires (it checks what NewChild returns).
+	log, err := subagent.NewChildLog(ctx, a.Store, spec, id.String())
 	if err != nil {
 		return nil, err
-	}
-	if len(spec.Seed) > 0 {
-		if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
-			return nil, err
-		}
 	}
 	if err := subagent.ApplyPermission(log, spec.Permission); err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/internal/app"
-	"github.com/dsh-dev/dsh/internal/store/sqlite"
+	"github.com/dsh-dev/dsh/internal/store"
 )
 
 // Exit codes.
@@ -67,6 +67,8 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return runCmd(ctx, args[1:], stdio)
 	case "sessions":
 		return sessionsCmd(ctx, args[1:], stdio)
+	case "workspace":
+		return workspaceCmd(ctx, args[1:], stdio)
 	case "config":
 		return configCmd(args[1:], stdio)
 	case "compact":
@@ -132,7 +134,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func fail(stdio IO, err error) int {
 	// An id that names no session, or several, is a usage error with
 	// directions for finding the right one.
-	var ide *sqlite.IDError
+	var ide *store.IDError
 	if errors.As(err, &ide) {
 		printIDError(stdio, ide)
 		return ExitUsage
@@ -142,7 +144,7 @@ func fail(stdio IO, err error) int {
 	if errors.As(err, &ce) {
 		return ExitUsage
 	}
-	if errors.Is(err, sqlite.ErrBusy) {
+	if errors.Is(err, store.ErrBusy) {
 		return ExitBusy
 	}
 	return ExitFailed

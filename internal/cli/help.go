@@ -107,6 +107,49 @@ alone (exit 1) and the good ones stay.`,
 		examples: []string{"dsh sessions tree 0197c3e2-5b1a-7c4e-9d2f-1a2b3c4d5e6f"},
 	},
 
+	// The workspace subcommands.
+	{
+		path:    "workspace",
+		summary: "list, add, rename and remove workspaces (registered directories)",
+		text: `A workspace is a registered directory that "dsh serve" groups sessions by.
+Its path is canonical (symlinks and ".." resolved), so every spelling of a
+directory names one workspace. The first use of the registry registers the
+directories of the sessions already stored, once. A workspace ID may be
+abbreviated to any prefix only one workspace has.`,
+		examples: []string{"dsh workspace list", "dsh workspace add ~/src/parser"},
+	},
+	{
+		path:     "workspace list",
+		synopsis: []string{"workspace list [--json]"},
+		summary:  "list the workspaces in their display order",
+		text:     `STATUS is "missing-dir" when the directory no longer exists; the workspace is kept.`,
+		flags:    `  --json   print the workspaces as a JSON array`,
+		examples: []string{"dsh workspace list", "dsh workspace list --json"},
+	},
+	{
+		path:     "workspace add",
+		synopsis: []string{"workspace add [--title T] PATH"},
+		summary:  "register a directory as a workspace",
+		text: `The directory must exist. A relative PATH is taken from the current
+directory. Adding a directory that is already registered prints the
+existing workspace and changes nothing.`,
+		flags:    `  --title T   title of the workspace (default: the directory's name; titles may repeat)`,
+		examples: []string{"dsh workspace add .", `dsh workspace add --title "Parser" ~/src/parser`},
+	},
+	{
+		path:     "workspace rename",
+		synopsis: []string{"workspace rename ID TITLE"},
+		summary:  "change the title of a workspace",
+		examples: []string{`dsh workspace rename 5f0c2a1e "Parser (old)"`},
+	},
+	{
+		path:     "workspace rm",
+		synopsis: []string{"workspace rm ID"},
+		summary:  "remove a workspace registration",
+		text:     `Only the registration goes: the directory, its files and its sessions stay.`,
+		examples: []string{"dsh workspace rm 5f0c2a1e"},
+	},
+
 	{
 		path:     "compact",
 		synopsis: []string{"compact [--model P/M] [--patch FILE]... ID"},

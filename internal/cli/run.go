@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/app"
+	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -74,20 +75,35 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return failed.fail(err)
 	}
 	defer a.Close()
-	opts := app.SessionOptions{Model: *model, Effort: *effort, Cwd: *cwd, Preset: *preset, ResumeID: *resume, Continue: *cont, Permission: *perm, Approval: *approval, Holder: "dsh run"}
 	// Approvals are asked on the controlling terminal even when stdin is
 	// piped (the prompt may come from it); without one, asks are denied.
+	var human permission.Answerer
 	if t, closeTTY, err := permission.OpenTerminal(); err == nil {
 		defer closeTTY()
-		opts.Human = t
+		human = t
 	}
-	sess, err := a.OpenSession(ctx, opts)
+	// dsh run is a thin driver over the session host: it holds the
+	// session (and its lease) until the run is over, and Close flushes
+	// the log and releases the lease.
+	h, err := host.New(host.Config{App: a, Holder: "dsh run", IdleAfter: -1, Human: human})
+	if err != nil {
+		return failed.fail(err)
+	}
+	defer h.Close(context.WithoutCancel(ctx))
+	var info host.Info
+	if *resume != "" || *cont {
+		info, err = h.Resume(ctx, host.ResumeRequest{ID: *resume, Continue: *cont, Cwd: *cwd, Model: *model, Effort: *effort,
+			Permission: *perm, Approval: *approval, AgentPreset: *preset})
+	} else {
+		info, err = h.Create(ctx, host.CreateRequest{Cwd: *cwd, Model: *model, Effort: *effort,
+			Permission: *perm, Approval: *approval, AgentPreset: *preset})
+	}
 	if err != nil {
 		return failed.fail(resumeError(*resume, err))
 	}
-	failed.sessionID = sess.Log.ID()
-	// Close flushes the log and releases the session lease.
-	defer sess.Close()
+	id := info.Header.ID
+	failed.sessionID = id
+	log, _ := h.Log(id)
 	// The event stream (--json) and the subagent activity lines follow
 	// the log from their own goroutine, so a consumer that reads stdout
 	// slowly, or not at all, never stalls the agent; everything it has
@@ -103,7 +119,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	if *quiet {
 		streamIO.Stderr = io.Discard
 	}
-	finishStream := streamEvents(sess.Log, out, streamIO, newProgress(stdio, *showProgress, *quiet, *asJSON))
+	finishStream := streamEvents(log, out, streamIO, newProgress(stdio, *showProgress, *quiet, *asJSON))
 	defer finishStream()
 
 	// First interrupt cancels the turn cleanly; a second exits at once.
@@ -120,7 +136,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 			return
 		}
 		close(interrupted)
-		_ = sess.Agent.Cancel("user", true)
+		_ = h.Cancel(runCtx, id, false)
 		select {
 		case <-sigs:
 			fmt.Fprintln(stdio.Stderr, "dsh: interrupted")
@@ -129,42 +145,19 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 	}()
 
-	sess.NoteHumanTurn()
-	if err := sess.Agent.Queue(agent.NewUserMessage(prompt)); err != nil {
+	if err := h.Send(ctx, id, agent.NewUserMessage(prompt), host.DeliveryQueue); err != nil {
 		finishStream() // the result line comes after every event
 		return failed.fail(err)
 	}
-	res, runErr := sess.Agent.Run(runCtx)
 	// The run ends only when the agent is idle with nothing pending, every
 	// continuable child it started has settled (their settle notices wake
 	// it), and no background job it owns is still running (their notices
 	// start new turns, a bounded number in a row).
-	for runErr == nil && runCtx.Err() == nil {
-		if nt, ns := sess.Agent.Pending(); nt+ns == 0 {
-			if err := sess.Drain(runCtx); err != nil {
-				break
-			}
-		}
-		if nt, ns := sess.Agent.Pending(); nt+ns == 0 {
-			woken, err := sess.WaitJobs(runCtx)
-			if err != nil || !woken {
-				break
-			}
-		}
-		next, err := sess.Agent.Run(runCtx)
-		if err != nil {
-			runErr = err
-			break
-		}
-		usage := res.Usage
-		usage.Add(next.Usage)
-		res = next
-		res.Usage = usage
-	}
+	res, runErr := h.RunUntilIdle(runCtx, id)
 	cancel()
 	// A session-title call still in flight is logged before the stream
 	// ends, so that --json carries it.
-	sess.SettleTitle(ctx)
+	h.SettleTitle(ctx, id)
 
 	status, exit := "completed", ExitOK
 	switch res.Reason.Kind {
@@ -193,7 +186,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	// run/result comes after every event of the run.
 	finishStream()
 	if *asJSON {
-		_ = json.NewEncoder(out).Encode(RunResult{Type: "run/result", SessionID: sess.Log.ID(), Status: status, Text: res.Text, Usage: res.Usage, Error: errText})
+		_ = json.NewEncoder(out).Encode(RunResult{Type: "run/result", SessionID: id, Status: status, Text: res.Text, Usage: res.Usage, Error: errText})
 		_ = out.Flush()
 	} else if res.Text != "" {
 		fmt.Fprintln(stdio.Stdout, res.Text)
@@ -203,7 +196,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	} else if status == "aborted" {
 		fmt.Fprintln(stdio.Stderr, "dsh: turn aborted")
 	}
-	fmt.Fprintf(stdio.Stderr, "session %s\n", sess.Log.ID())
+	fmt.Fprintf(stdio.Stderr, "session %s\n", id)
 	return exit
 }
 

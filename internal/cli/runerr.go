@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/dsh-dev/dsh/internal/app"
-	"github.com/dsh-dev/dsh/internal/store/sqlite"
+	"github.com/dsh-dev/dsh/internal/store"
 )
 
 // runFailure ends a dsh run that failed before its turn could run (a bad
@@ -64,7 +64,7 @@ func wantsJSON(args []string) bool {
 // resumeError turns an unknown --resume id into a usage error that says
 // where ids come from.
 func resumeError(id string, err error) error {
-	var ide *sqlite.IDError
+	var ide *store.IDError
 	if errors.As(err, &ide) {
 		// fail prints an IDError with the candidates of an ambiguous
 		// prefix, or with the hint; the wrapped text carries the hint
@@ -74,8 +74,8 @@ func resumeError(id string, err error) error {
 		}
 		return err
 	}
-	if id == "" || !errors.Is(err, sqlite.ErrNotFound) {
+	if id == "" || !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	return &app.ConfigError{Err: fmt.Errorf("no session has the id %q; \"dsh sessions list --all\" lists every session with its id: %w", id, sqlite.ErrNotFound)}
+	return &app.ConfigError{Err: fmt.Errorf("no session has the id %q; \"dsh sessions list --all\" lists every session with its id: %w", id, store.ErrNotFound)}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,7 +40,8 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "dsh serve: unexpected argument %q\n", rest[0])
 		return ExitUsage
 	}
-	if _, _, err := net.SplitHostPort(*listen); err != nil {
+	listenHost, _, err := net.SplitHostPort(*listen)
+	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "dsh serve: --listen %q: want HOST:PORT (%v)\n", *listen, err)
 		return ExitUsage
 	}
@@ -66,8 +68,11 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	if err != nil {
 		return fail(stdio, err)
 	}
+	// deadline is set when the orderly stop begins; the host's close
+	// shares it with the HTTP shutdown.
+	deadline := time.Now().Add(serveShutdown)
 	closeHost := func() error {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
+		cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		return h.Close(cctx)
 	}
@@ -76,14 +81,20 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		return fail(stdio, errors.Join(err, closeHost()))
 	}
 	addr := ln.Addr().(*net.TCPAddr)
+	// The address as asked for, with the port the kernel chose: a wildcard
+	// host stays what the user wrote rather than the socket's "[::]".
+	if listenHost == "" {
+		listenHost = "0.0.0.0"
+	}
+	hostPort := net.JoinHostPort(listenHost, fmt.Sprint(addr.Port))
 	srv := server.New(h, reg, server.Options{
-		Token: token, Listen: addr.String(), TrustedHosts: trusted,
+		Token: token, Listen: hostPort, TrustedHosts: trusted,
 		Version: app.Version, App: a,
 	})
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	hs.RegisterOnShutdown(srv.Close)
 
-	base := "http://" + addr.String()
+	base := "http://" + hostPort
 	browse := base
 	if addr.IP.IsUnspecified() {
 		browse = "http://" + net.JoinHostPort("127.0.0.1", fmt.Sprint(addr.Port))
@@ -91,7 +102,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	fmt.Fprintf(stdio.Stdout, "dsh serve listening on %s\n", base)
 	fmt.Fprintf(stdio.Stdout, "open %s/?token=%s\n", browse, token)
 	if !addr.IP.IsLoopback() {
-		fmt.Fprintf(stdio.Stderr, "dsh serve: warning: %s is not a loopback address; traffic (the token included) is not encrypted: use it only on a network you trust, or put TLS in front\n", addr.IP)
+		fmt.Fprintf(stdio.Stderr, "dsh serve: warning: %s is not a loopback address; traffic (the token included) is not encrypted: use it only on a network you trust, or put TLS in front\n", listenHost)
 	}
 	if *open {
 		openBrowser(stdio, browse+"/?token="+token)
@@ -104,9 +115,12 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	case <-sigCtx.Done():
 	case serveErr = <-served:
 	}
+	// A second signal now ends the process the default way.
+	stopSignals()
 	// Stop accepting and end every stream, then cancel running turns,
-	// flush logs and release leases.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdown)
+	// flush logs and release leases, all within one deadline.
+	deadline = time.Now().Add(serveShutdown)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		_ = hs.Close()
@@ -136,10 +150,26 @@ func openBrowser(stdio IO, url string) {
 		return
 	}
 	c := exec.Command(path, url)
+	c.Env = openerEnv(os.Environ())
 	if err := c.Start(); err != nil {
 		fmt.Fprintf(stdio.Stderr, "dsh serve: %s: %v\n", name, err)
 		return
 	}
 	// Reaped when the opener exits (it returns at once).
 	go func() { _ = c.Wait() }()
+}
+
+// openerEnv is the environment without what looks like a credential: the
+// opener and the browser it starts need none of dsh's API keys.
+func openerEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		up := strings.ToUpper(name)
+		if strings.HasSuffix(up, "_KEY") || strings.Contains(up, "TOKEN") || strings.Contains(up, "SECRET") || strings.Contains(up, "PASSWORD") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }

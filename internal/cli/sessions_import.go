@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/dsh-dev/dsh/internal/app"
-	"github.com/dsh-dev/dsh/internal/store/sqlite"
+	"github.com/dsh-dev/dsh/internal/store"
 )
 
 // sessionsImport imports every session named by its arguments: JSONL
@@ -128,7 +128,7 @@ func importOne(ctx context.Context, a *app.App, file string, stdio IO) error {
 
 // importReason words an import error for people.
 func importReason(err error) error {
-	if errors.Is(err, sqlite.ErrExists) {
+	if errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("%w (it was imported or created here before; nothing was changed)", err)
 	}
 	return err

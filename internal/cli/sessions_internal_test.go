@@ -2,13 +2,47 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/app"
+	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/store/sqlite"
 )
+
+// TestShortIDsOf: the prefixes of some ids, checked against the store,
+// are those shortIDs computes over every stored id, also when more than
+// MaxCandidates ids share a prefix.
+func TestShortIDsOf(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "dsh.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ids := []string{"01a231a7-792b", "01a231a7-c22f", "01a231a7-c266", "01b00000-0000", "abc", "abcd-1"}
+	for i := range 15 {
+		ids = append(ids, fmt.Sprintf("01a231a7-c2%02d", i))
+	}
+	for _, id := range ids {
+		if err := st.Create(t.Context(), session.Header{Version: session.FormatVersion, ID: id, Cwd: "/w"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := shortIDs(ids, 8)
+	some := []string{"01a231a7-792b", "01a231a7-c266", "01a231a7-c214", "01b00000-0000", "abc", "abcd-1"}
+	got, err := shortIDsOf(t.Context(), st, some, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range some {
+		if got[id] != want[id] {
+			t.Errorf("short(%s) = %q, want %q", id, got[id], want[id])
+		}
+	}
+}
 
 func TestShortIDs(t *testing.T) {
 	ids := []string{"01a231a7-792b", "01a231a7-c22f", "01a231a7-c266", "01b00000-0000", "abc", "abcd-1"}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store"
-	"github.com/dsh-dev/dsh/internal/store/sqlite"
 )
 
 // ListedSession is one element of dsh sessions list --json: the header's
@@ -47,24 +47,32 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 		return code
 	}
 	defer a.Close()
-	entries, err := a.Store.List(ctx, store.ListFilter{})
+	cwd, _ := os.Getwd()
+	cwd, _ = filepath.Abs(cwd)
+	filter := store.ListFilter{Cwd: cwd}
+	if *all {
+		filter = store.ListFilter{}
+	}
+	// The store filters by directory on an index, so listing one
+	// directory stays fast however many sessions are stored.
+	entries, err := a.Store.List(ctx, filter)
 	if err != nil {
 		return fail(stdio, err)
 	}
-	cwd, _ := os.Getwd()
-	cwd, _ = filepath.Abs(cwd)
 	ids := make([]string, len(entries))
 	for i, e := range entries {
 		ids[i] = e.Header.ID
 	}
-	short := shortIDs(ids, minShortID)
+	var short map[string]string
+	if *all {
+		short = shortIDs(ids, minShortID)
+	} else if short, err = shortIDsOf(ctx, a.Store, ids, minShortID); err != nil {
+		return fail(stdio, err)
+	}
 	listed := []ListedSession{}
 	for _, e := range entries {
 		if e.Err != nil {
 			fmt.Fprintf(stdio.Stderr, "dsh: session %s is unreadable: %v\n", e.Header.ID, e.Err)
-			continue
-		}
-		if !*all && e.Header.Cwd != cwd {
 			continue
 		}
 		listed = append(listed, ListedSession{Header: e.Header, ShortID: short[e.Header.ID], Title: e.Title,
@@ -134,7 +142,7 @@ func tildePath(p, home string) string {
 }
 
 // shortIDs maps each id to its shortest prefix of at least least bytes that
-// is not a prefix of any other id, which [sqlite.Store.Resolve] resolves
+// is not a prefix of any other id, which [store.Store.Resolve] resolves
 // back to it (an id that prefixes another stays whole: the exact match
 // wins).
 func shortIDs(ids []string, least int) map[string]string {
@@ -155,6 +163,40 @@ func shortIDs(ids []string, least int) map[string]string {
 	return out
 }
 
+// shortIDsOf is shortIDs for some of the stored ids, unique among all of
+// them: each prefix is checked with the store's Resolve (an index range
+// scan), lengthened past the ids an ambiguous one matched.
+func shortIDsOf(ctx context.Context, st store.Sessions, ids []string, least int) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	for _, id := range ids {
+		n := least
+		for n < len(id) {
+			got, err := st.Resolve(ctx, id[:n])
+			if err == nil && got == id {
+				break
+			}
+			var ide *store.IDError
+			if !errors.As(err, &ide) || len(ide.Candidates) == 0 {
+				if err == nil {
+					err = fmt.Errorf("id prefix %q resolves to %s, not %s", id[:n], got, id)
+				}
+				return nil, err
+			}
+			next := n
+			for _, c := range ide.Candidates {
+				if c.ID != id {
+					next = max(next, commonPrefix(id, c.ID)+1)
+				}
+			}
+			// Every candidate may sort before id and share less: the
+			// listed ones are only the first few.
+			n = max(next, n+1)
+		}
+		out[id] = id[:min(n, len(id))]
+	}
+	return out, nil
+}
+
 func commonPrefix(a, b string) int {
 	n := 0
 	for n < len(a) && n < len(b) && a[n] == b[n] {
@@ -168,7 +210,7 @@ const idHint = `run "dsh sessions list --all" to see the sessions and their ids`
 
 // printIDError explains an unknown or ambiguous session id, listing the
 // sessions an ambiguous prefix matches.
-func printIDError(stdio IO, e *sqlite.IDError) {
+func printIDError(stdio IO, e *store.IDError) {
 	if len(e.Candidates) == 0 {
 		fmt.Fprintf(stdio.Stderr, "dsh: %v; %s\n", e, idHint)
 		return

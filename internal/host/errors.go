@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dsh-dev/dsh/internal/app"
-	"github.com/dsh-dev/dsh/internal/store/sqlite"
+	"github.com/dsh-dev/dsh/internal/store"
 )
 
 // Stable error codes of the host; the server maps them to HTTP statuses.
@@ -42,7 +42,7 @@ func (e *Error) Error() string {
 	return e.Code
 }
 
-// Unwrap returns the cause, so errors.As still finds a *sqlite.BusyError
+// Unwrap returns the cause, so errors.As still finds a *store.BusyError
 // or an *app.ConfigError below a host error.
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -71,8 +71,8 @@ func classify(err error) error {
 		return err
 	}
 	var (
-		ide  *sqlite.IDError
-		busy *sqlite.BusyError
+		ide  *store.IDError
+		busy *store.BusyError
 		ce   *app.ConfigError
 	)
 	switch {
@@ -80,7 +80,7 @@ func classify(err error) error {
 		return &Error{Code: CodeSessionBusy, Err: err}
 	case errors.As(err, &ide):
 		return &Error{Code: ide.Code(), Err: err}
-	case errors.Is(err, sqlite.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return &Error{Code: CodeSessionNotFound, Err: err}
 	case errors.As(err, &ce):
 		return &Error{Code: CodeInvalidArgument, Err: err}

@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,10 +12,21 @@ import (
 	"github.com/dsh-dev/dsh/internal/leakcheck"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 )
 
-func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
+func TestMain(m *testing.M) {
+	// Bash commands run under the sandbox helper, which is this binary.
+	sandbox.RunHelperIfRequested()
+	os.Exit(leakcheck.Run(m))
+}
+
+func needSandbox(t *testing.T) {
+	if _, err := sandbox.Default().Backend(); err != nil {
+		t.Skipf("no sandbox backend on this machine: %v", err)
+	}
+}
 
 // fixture is a host over a real app (real SQLite in a temp DSH_HOME) and
 // the scripted fake model.
@@ -28,9 +40,30 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg host.Config) *fixture {
 	t.Helper()
+	return newFixtureWith(t, cfg, "")
+}
+
+// askWrites is a profile whose rule asks before every write tool call.
+const askWrites = `
+profile:
+  - id: permissions
+    module: permissions
+    config:
+      rules:
+        - {tool: write, action: ask, reason: "writes need a yes"}
+`
+
+// newFixtureWith writes configYAML as $DSH_HOME/config.yaml first.
+func newFixtureWith(t *testing.T, cfg host.Config, configYAML string) *fixture {
+	t.Helper()
 	srv := llmtest.New()
 	t.Cleanup(srv.Close)
 	home := t.TempDir()
+	if configYAML != "" {
+		if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(configYAML), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Setenv("DSH_HOME", home)
 	t.Setenv("DEEPSEEK_API_KEY", "test-key")
 	t.Setenv("DEEPSEEK_BASE_URL", srv.URL())
@@ -111,4 +144,8 @@ func countType(events []session.Event, typ string) int {
 		}
 	}
 	return n
+}
+
+func userText(s string) llm.Message {
+	return llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(s)}}
 }

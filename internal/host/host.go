@@ -77,6 +77,7 @@ type entry struct {
 
 	mu        sync.Mutex
 	inTurn    bool          // guarded by mu; between turn/start and turn/end
+	lastEnd   string        // guarded by mu; reason kind of the last turn/end ("" before any)
 	status    Status        // guarded by mu; last published
 	last      agent.Outcome // guarded by mu; outcome of the last run
 	ran       bool          // guarded by mu; a run ended since the last human message
@@ -146,15 +147,25 @@ func (h *Host) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// goTracked runs fn on a goroutine the host waits for in Close; it
-// reports false (and runs nothing) once the host is closed.
-func (h *Host) goTracked(fn func()) bool {
+// track counts work in progress that Close must wait for (an open, a
+// disposal); it reports false once the host is closed. The caller calls
+// h.wg.Done when the work ends.
+func (h *Host) track() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return false
 	}
 	h.wg.Add(1)
+	return true
+}
+
+// goTracked runs fn on a goroutine the host waits for in Close; it
+// reports false (and runs nothing) once the host is closed.
+func (h *Host) goTracked(fn func()) bool {
+	if !h.track() {
+		return false
+	}
 	go func() {
 		defer h.wg.Done()
 		fn()
@@ -228,7 +239,9 @@ func (h *Host) ensureLive(ctx context.Context, id string, o app.SessionOptions) 
 		}
 		opened := make(chan struct{})
 		h.opening[id] = opened
+		h.wg.Add(1) // Close waits for the open; start refuses it once closed
 		h.mu.Unlock()
+		defer h.wg.Done()
 
 		e, err := h.resume(ctx, id, o)
 		h.mu.Lock()
@@ -267,12 +280,23 @@ func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 	ctx, cancel := context.WithCancelCause(h.base)
 	e := &entry{id: id, sess: sess, ctx: ctx, cancel: cancel, owned: make(chan struct{}), done: make(chan struct{}),
 		status: StatusIdle, runEnded: make(chan struct{})}
+	events := sess.Log.Events()
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Type == session.TypeTurnEnd {
+			e.lastEnd = turnEndKind(events[i])
+			break
+		}
+	}
 	sess.Log.Observe(func(ev session.Event) {
 		switch ev.Type {
 		case session.TypeTurnStart:
-			e.setInTurn(true)
+			e.mu.Lock()
+			e.inTurn = true
+			e.mu.Unlock()
 		case session.TypeTurnEnd:
-			e.setInTurn(false)
+			e.mu.Lock()
+			e.inTurn, e.lastEnd = false, turnEndKind(ev)
+			e.mu.Unlock()
 		default:
 			return
 		}
@@ -318,10 +342,13 @@ func (h *Host) own(e *entry) {
 	h.goTracked(func() { _ = h.dispose(e, "error") })
 }
 
-func (e *entry) setInTurn(v bool) {
-	e.mu.Lock()
-	e.inTurn = v
-	e.mu.Unlock()
+// turnEndKind is the reason kind of a turn/end event.
+func turnEndKind(ev session.Event) string {
+	var p session.TurnEnd
+	if ev.Decode(&p) != nil {
+		return ""
+	}
+	return p.Reason.Kind
 }
 
 // runDone records a finished run of the owner's agent.Serve.
@@ -371,7 +398,11 @@ func (h *Host) dispose(e *entry, cause string) error {
 	}
 	h.mu.Unlock()
 	close(e.done)
-	h.Publish(FeedEvent{Type: FeedSessionStatus, SessionID: e.id, Status: StatusIdle})
+	ev := FeedEvent{Type: FeedSessionStatus, SessionID: e.id, Status: StatusIdle}
+	if info, err := h.info(context.Background(), e.id); err == nil {
+		ev.Info = &info // no longer live
+	}
+	h.Publish(ev)
 	return nil
 }
 
@@ -404,7 +435,10 @@ func (h *Host) armIdle(e *entry) {
 		e.timer.Stop()
 	}
 	e.timer = time.AfterFunc(h.cfg.IdleAfter, func() {
-		h.goTracked(func() { h.idleCheck(e) })
+		if h.track() {
+			defer h.wg.Done()
+			h.idleCheck(e)
+		}
 	})
 }
 

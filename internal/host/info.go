@@ -122,9 +122,18 @@ func (h *Host) overlay(in *Info, e *entry, detail bool) {
 	in.Live = true
 	in.Status = h.status(e)
 	in.Pending = h.Approvals(e.id)
-	if in.Status == StatusRunning || in.Status == StatusAwaitingApproval {
+	// The stored summary says running for any leased session; the live
+	// session knows better.
+	e.mu.Lock()
+	switch {
+	case in.Status != StatusIdle:
 		in.State = store.StatusRunning
+	case e.lastEnd != "":
+		in.State = e.lastEnd
+	default:
+		in.State = store.StatusNew
 	}
+	e.mu.Unlock()
 	if n := int64(e.sess.Log.Len()); n-1 > in.LastSeq {
 		in.LastSeq = n - 1
 	}
@@ -149,12 +158,6 @@ func (h *Host) List(ctx context.Context, f ListFilter) ([]Info, error) {
 	out := make([]Info, 0, len(entries))
 	for _, en := range entries {
 		if en.Err != nil {
-			continue
-		}
-		if f.Cwd != "" && en.Header.Cwd != f.Cwd {
-			continue
-		}
-		if !f.IncludeChildren && en.Header.ParentSession != "" {
 			continue
 		}
 		in := infoOf(en)

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,9 +28,10 @@ type CreateRequest struct {
 
 // Create creates a new live session.
 func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
-	if h.isClosed() {
+	if !h.track() {
 		return Info{}, ErrHostClosed
 	}
+	defer h.wg.Done()
 	o, ans := h.sessionOptions(app.SessionOptions{
 		Cwd: r.Cwd, Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
 	})
@@ -127,7 +129,7 @@ func (h *Host) Send(ctx context.Context, id string, msg llm.Message, d Delivery)
 	default:
 		return errorf(CodeInvalidArgument, "delivery %q: want %q or %q", d, DeliveryQueue, DeliverySteer)
 	}
-	if len(msg.Content) == 0 {
+	if blank(msg) {
 		return errorf(CodeInvalidArgument, "the message is empty")
 	}
 	if msg.Role == "" {
@@ -154,6 +156,16 @@ func (h *Host) Send(ctx context.Context, id string, msg llm.Message, d Delivery)
 		err = e.sess.Agent.Queue(msg)
 	}
 	return classify(err)
+}
+
+// blank reports whether msg has nothing but blank text.
+func blank(msg llm.Message) bool {
+	for _, b := range msg.Content {
+		if b.Type != llm.BlockText || strings.TrimSpace(b.Text) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Cancel ends the running turn of session id (turn/end aborted, cause

@@ -77,10 +77,7 @@ func (h *Host) Follow(ctx context.Context, id string, after int64) (*Stream, err
 	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	closed := h.closed
-	h.mu.Unlock()
-	if closed {
+	if h.isClosed() {
 		return nil, ErrHostClosed
 	}
 	return &Stream{h: h, id: full, next: after + 1}, nil

@@ -73,7 +73,7 @@ func (f *fence) hostAllowed(hostport string) bool {
 	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
 		host = host[1 : len(host)-1]
 	}
-	if f.trusted[host] || host == "localhost" {
+	if f.trusted[host] || host == "localhost" || (host == f.listenHost && host != "") {
 		return true
 	}
 	ip := net.ParseIP(host)
@@ -81,9 +81,6 @@ func (f *fence) hostAllowed(hostport string) bool {
 		return false
 	}
 	if ip.IsLoopback() {
-		return true
-	}
-	if host == f.listenHost {
 		return true
 	}
 	// Listening on every interface: any address literal of the machine is

@@ -191,7 +191,12 @@ type sseStream struct {
 
 func (e *env) openSSE(req *http.Request) *sseStream {
 	e.t.Helper()
-	resp, err := e.ts.Client().Do(req)
+	return e.openSSEWith(e.ts.Client(), req)
+}
+
+func (e *env) openSSEWith(client *http.Client, req *http.Request) *sseStream {
+	e.t.Helper()
+	resp, err := client.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

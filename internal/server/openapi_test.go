@@ -11,7 +11,9 @@ import (
 // and every documented one is routed, with the documented security.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	e := newEnv(t, "")
-	req, _ := http.NewRequest("GET", e.ts.URL+"/api/openapi.json", nil)
+	noToken, _ := http.NewRequest("GET", e.ts.URL+"/api/openapi.json", nil)
+	e.wantError(noToken, 401, "UNAUTHORIZED")
+	req := e.req("GET", "/api/openapi.json", nil)
 	var doc struct {
 		OpenAPI string `json:"openapi"`
 		Paths   map[string]map[string]struct {
@@ -20,7 +22,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		} `json:"paths"`
 	}
 	if got := e.do(req, &doc); got != 200 {
-		t.Fatalf("openapi.json without token: %d", got)
+		t.Fatalf("openapi.json: %d", got)
 	}
 	if !strings.HasPrefix(doc.OpenAPI, "3.1") {
 		t.Fatalf("openapi %q", doc.OpenAPI)

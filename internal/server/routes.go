@@ -10,7 +10,7 @@ import (
 func (s *Server) routeTable() []Route {
 	return []Route{
 		{Method: "GET", Pattern: "/api/health", Public: true, handler: s.health},
-		{Method: "GET", Pattern: "/api/openapi.json", Public: true, handler: s.openAPI},
+		{Method: "GET", Pattern: "/api/openapi.json", handler: s.openAPI},
 		{Method: "GET", Pattern: "/api/config", handler: s.config},
 		{Method: "GET", Pattern: "/api/directories", handler: s.directories},
 

@@ -1,8 +1,7 @@
 package server
 
 import (
-	"encoding/json"
-	"errors"
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,27 +10,22 @@ import (
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/session"
 )
 
 // maxEventsLimit bounds one page of /events.
-const maxEventsLimit = 10000
+const maxEventsLimit = host.MaxEventsLimit
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := host.ListFilter{Cwd: q.Get("cwd"), IncludeChildren: q.Get("children") == "1" || q.Get("children") == "true"}
+	var list []host.Info
+	var err error
 	if wsID := q.Get("workspace"); wsID != "" {
-		ws, err := s.reg.Get(r.Context(), wsID)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		if f.Cwd != "" && f.Cwd != ws.Path {
-			writeError(w, newError(CodeInvalidArgument, "cwd and workspace name different directories"))
-			return
-		}
-		f.Cwd = ws.Path
+		list, err = s.workspaceSessions(r.Context(), wsID, f.Cwd)
+	} else {
+		list, err = s.host.List(r.Context(), f)
 	}
-	list, err := s.host.List(r.Context(), f)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -40,6 +34,48 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		list = []host.Info{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
+}
+
+// workspaceSessions lists the members of workspace wsID in the
+// workspace's order (sessions registered there whose cwd is its
+// directory), then the other top-level sessions of that directory, newest
+// first: a `dsh run` there is not registered, and must not be hidden. One
+// indexed listing by cwd finds them; a member stored under another
+// spelling of the directory is looked up on its own.
+func (s *Server) workspaceSessions(ctx context.Context, wsID, cwd string) ([]host.Info, error) {
+	ws, err := s.reg.Get(ctx, wsID)
+	if err != nil {
+		return nil, err
+	}
+	if cwd != "" && cwd != ws.Path {
+		return nil, newError(CodeInvalidArgument, "cwd and workspace name different directories")
+	}
+	byCwd, err := s.host.List(ctx, host.ListFilter{Cwd: ws.Path, IncludeChildren: true})
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]host.Info, len(byCwd))
+	for _, in := range byCwd {
+		byID[in.Header.ID] = in
+	}
+	out := make([]host.Info, 0, len(byCwd))
+	member := make(map[string]bool, len(ws.SessionIDs))
+	for _, id := range ws.SessionIDs {
+		member[id] = true
+		in, ok := byID[id]
+		if !ok {
+			if in, err = s.host.Get(ctx, id); err != nil {
+				continue // gone since the registry was read
+			}
+		}
+		out = append(out, in)
+	}
+	for _, in := range byCwd {
+		if !member[in.Header.ID] && !in.Child {
+			out = append(out, in)
+		}
+	}
+	return out, nil
 }
 
 // createRequest is the body of POST /api/sessions.
@@ -85,12 +121,24 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.WorkspaceID != "" {
-		if err := s.reg.Attach(r.Context(), req.WorkspaceID, info.Header.ID); err != nil {
+	// A session made in a registered directory joins its workspace.
+	wsID := req.WorkspaceID
+	if wsID == "" {
+		ws, ok, err := s.reg.ByPath(r.Context(), info.Header.Cwd)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
-		s.host.Publish(host.FeedEvent{Type: "workspace/changed", WorkspaceID: req.WorkspaceID})
+		if ok {
+			wsID = ws.ID
+		}
+	}
+	if wsID != "" {
+		if err := s.reg.Attach(r.Context(), wsID, info.Header.ID); err != nil {
+			writeError(w, err)
+			return
+		}
+		s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceChanged, WorkspaceID: wsID})
 	}
 	writeJSON(w, http.StatusCreated, info)
 }
@@ -140,9 +188,7 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if events == nil {
-		events = nil
-		writeJSON(w, http.StatusOK, map[string]any{"events": []any{}, "next": next})
-		return
+		events = []session.Event{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": events, "next": next})
 }
@@ -300,13 +346,4 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
 		list = []host.Approval{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"approvals": list})
-}
-
-// eventJSON marshals a session event as stored.
-func eventJSON(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, errors.Join(errors.New("encode event"), err)
-	}
-	return b, nil
 }

@@ -78,7 +78,7 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	var initial []host.FeedEvent
 	for _, a := range s.host.Approvals("") {
-		initial = append(initial, host.FeedEvent{Type: "approval/pending", SessionID: a.SessionID, Approval: &a})
+		initial = append(initial, host.FeedEvent{Type: host.FeedApprovalPending, SessionID: a.SessionID, Approval: &a})
 	}
 	list, err := s.host.List(ctx, host.ListFilter{IncludeChildren: true})
 	if err != nil {
@@ -87,7 +87,7 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, in := range list {
 		if in.Live {
-			initial = append(initial, host.FeedEvent{Type: "session/status", SessionID: in.Header.ID, Status: in.Status})
+			initial = append(initial, host.FeedEvent{Type: host.FeedSessionStatus, SessionID: in.Header.ID, Status: in.Status})
 		}
 	}
 	sse, err := startSSE(w)

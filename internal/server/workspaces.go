@@ -42,7 +42,7 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		s.host.Publish(host.FeedEvent{Type: "workspace/changed", WorkspaceID: ws.ID})
+		s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceChanged, WorkspaceID: ws.ID})
 	}
 	writeJSON(w, status, ws)
 }
@@ -62,14 +62,14 @@ func (s *Server) patchWorkspace(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		s.host.Publish(host.FeedEvent{Type: "workspace/changed", WorkspaceID: id})
+		s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceChanged, WorkspaceID: id})
 	}
 	if req.Before != nil {
 		if err := s.reg.MoveBefore(r.Context(), id, *req.Before); err != nil {
 			writeError(w, err)
 			return
 		}
-		s.host.Publish(host.FeedEvent{Type: "workspace/order", WorkspaceID: id})
+		s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceOrder, WorkspaceID: id})
 	}
 	ws, err := s.reg.Get(r.Context(), id)
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.host.Publish(host.FeedEvent{Type: "workspace/removed", WorkspaceID: id})
+	s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceRemoved, WorkspaceID: id})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -106,7 +106,7 @@ func (s *Server) moveSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.host.Publish(host.FeedEvent{Type: "workspace/changed", WorkspaceID: id})
+	s.host.Publish(host.FeedEvent{Type: host.FeedWorkspaceChanged, WorkspaceID: id})
 	ws, err := s.reg.Get(r.Context(), id)
 	if err != nil {
 		writeError(w, err)

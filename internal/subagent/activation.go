@@ -111,6 +111,9 @@ func (m *Manager) StartContinuable(ctx context.Context, provider string, req Req
 	if err != nil {
 		return "", fmt.Errorf("create subagent: %w", err)
 	}
+	if err := CheckChild(spec, child); err != nil {
+		return "", errors.Join(err, child.Close())
+	}
 	desc := ContinuableDescriptor{
 		Version: DescriptorVersion, Mode: ModeContinuable, Provider: p.Name(), Label: req.Label,
 		AgentProvider: req.Provider, AgentModel: req.Model, AgentEffort: req.Effort, Persona: req.Persona,

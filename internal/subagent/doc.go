@@ -31,47 +31,30 @@
 //
 // # What a Factory must do
 //
-// NewChild must return a child whose log and agent are ready but idle:
+// NewChild returns an idle child over a fresh log; the package owns the
+// rules and checks them. [NewChildLog] builds the log as required (the
+// header of [ChildHeader], the fork seed as leading events, then
+// session/end-seed first); construct the agent right after it. Then:
 //
-//   - Header: a fresh id; Cwd and AgentPreset of ChildSpec.Parent's
-//     header; ParentSession = the parent's id; Origin = "subagent";
-//     DelegationDepth = ChildSpec.Depth; and, for a fork (Seed != nil),
-//     SeedLength = len(Seed). Persist the header like any session's.
-//   - Log: the Seed as its leading events, then (when the seed is not
-//     empty) session/end-seed as the first live event, exactly as a resumed
-//     session, before anything else the wiring appends. Construct the
-//     agent (agent.New) right after that marker, before appending anything
-//     else: agent.New adds its own end-seed on first write whenever the
-//     log's last event is not one, so permission events appended before
-//     it would produce a second marker.
-//   - Delegated permission: apply ChildSpec.Permission, captured from the
-//     parent when the run started, with [ApplyPermission] (or equivalent)
-//     before the agent runs. Read-only and workspace-write children keep
-//     the parent's sandbox mode with approval "never": nobody is there to
-//     answer, so an ask is denied at once and the fence holds. Auto
-//     children keep the auto preset and each call is reviewed on its own
-//     by the automatic reviewer, which reads the child's log (its
-//     delegation prompt is a user message from source "parent").
-//     Full-access children keep full access. Wire the child's permission
-//     machinery (permission.New + Install, bash confinement) over the
-//     child's own log.
-//   - Tools: the child's registry holds the global tools the parent's
-//     preset offers, restricted by ChildSpec.Tools, plus every
-//     ChildSpec.ExtraTools definition, which the filter never removes
-//     (structured_output lives there). Delegation tools registered in the
-//     child resolve the child's own log, so nested delegation counts depth
-//     from the child.
-//   - Route: ChildSpec.Provider, Model and Effort, where "" means the
-//     parent's (a Model of "" with a different Provider means that
-//     provider's default model). An unknown route is an error from
-//     NewChild.
-//   - Prompt: ChildSpec.Persona, when set, replaces the deployment persona
-//     in the child's system prompt.
-//   - Close releases the child (flushes its log, drops it from any
-//     session registry); it is called once, after the run ended.
+//   - Delegated permission: apply ChildSpec.Permission with
+//     [ApplyPermission] and wire the permission machinery over the
+//     child's own log (read-only and workspace-write children keep the
+//     parent's sandbox mode with approval "never"; auto children are
+//     reviewed call by call; full access stays full access).
+//   - Tools: the parent preset's global tools, filtered by
+//     ChildSpec.Tools, plus every ChildSpec.ExtraTools definition (never
+//     filtered); delegation tools resolve the child's own log.
+//   - Route: ChildSpec.Provider, Model and Effort, "" meaning the
+//     parent's; an unknown route is an error from NewChild.
+//   - Prompt: ChildSpec.Persona, when set, replaces the deployment persona.
+//   - Close flushes the child's log and drops it from any registry; it is
+//     called once, after the run ended.
 //
-// NewChild runs synchronously inside Start, and the agent must not be run
-// by anyone else: the provider owns it until Close.
+// Spawn, Fork and the continuable manager run [CheckChild] on what
+// NewChild returns (header fields, seed, end-seed position, an idle agent
+// over that log) and refuse a wrong child with FACTORY_INVALID. NewChild
+// runs synchronously inside Start, and nobody else may run the agent: the
+// provider owns it until Close.
 //
 // # Structured output
 //

@@ -139,23 +139,9 @@ func (w *world) NewChild(_ context.Context, spec subagent.ChildSpec) (subagent.C
 	w.specs = append(w.specs, spec)
 	w.mu.Unlock()
 
-	ph := spec.Parent.Header()
-	h := session.Header{
-		Version: session.FormatVersion, ID: id, CreatedAt: time.Now().UnixMilli(), Cwd: ph.Cwd,
-		ParentSession: ph.ID, Origin: "subagent", DelegationDepth: spec.Depth, AgentPreset: ph.AgentPreset,
-	}
-	if spec.Seed != nil {
-		n := int64(len(spec.Seed))
-		h.SeedLength = &n
-	}
-	log, err := session.NewLog(h, spec.Seed, nil)
+	log, err := subagent.NewChildLog(context.Background(), nil, spec, id)
 	if err != nil {
 		return nil, err
-	}
-	if len(spec.Seed) > 0 {
-		if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
-			return nil, err
-		}
 	}
 	model := spec.Model
 	if model == "" {

@@ -120,6 +120,9 @@ func (p *inProcess) Start(ctx context.Context, req Request) (Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create subagent: %w", err)
 	}
+	if err := CheckChild(spec, child); err != nil {
+		return nil, errors.Join(err, child.Close())
+	}
 	r := &inProcessRun{child: child, seedLen: len(spec.Seed), capture: capt, done: make(chan struct{})}
 	if capt != nil {
 		capt.bind(child.Log(), r.seedLen)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,10 +46,11 @@ type Error struct {
 	Err     error
 }
 
-// Error implements error.
+// Error implements error: the message, which says what went wrong in
+// full (Err is there for errors.Is and errors.As).
 func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Message + ": " + e.Err.Error()
+	if e.Message == "" && e.Err != nil {
+		return e.Err.Error()
 	}
 	return e.Message
 }
@@ -91,14 +93,18 @@ func Canonical(path string) (string, error) {
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return "", &Error{Code: CodeInvalidPath, Message: fmt.Sprintf("workspace path %s does not exist", path), Err: err}
+		msg := fmt.Sprintf("workspace path %s: %v", path, err)
+		if errors.Is(err, fs.ErrNotExist) {
+			msg = fmt.Sprintf("workspace path %s does not exist", path)
+		}
+		return "", &Error{Code: CodeInvalidPath, Message: msg, Err: err}
 	}
 	if real, err = filepath.Abs(real); err != nil {
-		return "", &Error{Code: CodeInvalidPath, Message: fmt.Sprintf("workspace path %s", path), Err: err}
+		return "", &Error{Code: CodeInvalidPath, Message: fmt.Sprintf("workspace path %s: %v", path, err), Err: err}
 	}
 	fi, err := os.Stat(real)
 	if err != nil {
-		return "", &Error{Code: CodeInvalidPath, Message: fmt.Sprintf("workspace path %s", path), Err: err}
+		return "", &Error{Code: CodeInvalidPath, Message: fmt.Sprintf("workspace path %s: %v", path, err), Err: err}
 	}
 	if !fi.IsDir() {
 		return "", &Error{Code: CodeInvalidPath, Message: fmt.Sprintf("workspace path %s is not a directory", path)}
@@ -127,7 +133,7 @@ func wrap(err error, id string) error {
 	case errors.Is(err, store.ErrWorkspaceNotFound):
 		return &Error{Code: CodeNotFound, Message: fmt.Sprintf("no workspace %s", id), Err: err}
 	case errors.Is(err, store.ErrWorkspaceMove):
-		return &Error{Code: CodeMoveInvalid, Message: "invalid move", Err: err}
+		return &Error{Code: CodeMoveInvalid, Message: err.Error(), Err: err}
 	}
 	return err
 }
@@ -304,7 +310,7 @@ func (r *Registry) Attach(ctx context.Context, wsID, sessionID string) error {
 	}
 	cwd, err := r.st.SessionCwd(ctx, sessionID)
 	if err != nil {
-		return &Error{Code: CodeAttachFailed, Message: fmt.Sprintf("attach session %s to workspace %s", sessionID, wsID), Err: err}
+		return &Error{Code: CodeAttachFailed, Message: fmt.Sprintf("attach session %s to workspace %s: %v", sessionID, wsID, err), Err: err}
 	}
 	var c cwdCanon
 	if !c.matches(cwd, rec.Path) {
@@ -314,7 +320,7 @@ func (r *Registry) Attach(ctx context.Context, wsID, sessionID string) error {
 		if errors.Is(err, store.ErrWorkspaceNotFound) {
 			return wrap(err, wsID)
 		}
-		return &Error{Code: CodeAttachFailed, Message: fmt.Sprintf("attach session %s to workspace %s", sessionID, wsID), Err: err}
+		return &Error{Code: CodeAttachFailed, Message: fmt.Sprintf("attach session %s to workspace %s: %v", sessionID, wsID, err), Err: err}
 	}
 	return nil
 }

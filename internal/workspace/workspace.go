@@ -1,6 +1,7 @@
 // Package workspace answers questions about the directory a session works
 // in that several subsystems share (instructions, skills, and later the
-// sandbox and the workspace registry).
+// sandbox), and holds the workspace registry ([Registry]): the
+// directories dsh serve's clients group sessions by.
 package workspace
 
 import (

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 
@@ -72,4 +73,79 @@ func BenchmarkLoad(b *testing.B) {
 		n++
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*benchEvents), "ns/event")
+}
+
+// Shape of the listing benchmark: 10,000 stored sessions in 20
+// directories, every seventh one a child of the session before it.
+const (
+	listSessions = 10_000
+	listDirs     = 20
+)
+
+// listChild reports whether session i of the listing benchmark is a child.
+func listChild(i int) bool { return i%7 == 6 }
+
+// listCount counts the benchmark's sessions in directory dir (-1: any),
+// children included or not.
+func listCount(dir int, children bool) int {
+	n := 0
+	for i := range listSessions {
+		if (dir < 0 || i%listDirs == dir) && (children || !listChild(i)) {
+			n++
+		}
+	}
+	return n
+}
+
+// storeListing stores the listing benchmark's sessions in one transaction,
+// each with a title, a turn and a last turn's state, as appends leave them.
+func storeListing(b *testing.B, s *Store) {
+	ctx := context.Background()
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		for i := range listSessions {
+			h := session.Header{Version: session.FormatVersion, ID: fmt.Sprintf("019a%08d", i),
+				CreatedAt: 1_700_000_000_000 + int64(i), Cwd: fmt.Sprintf("/work/project-%02d", i%listDirs)}
+			if listChild(i) {
+				h.ParentSession = fmt.Sprintf("019a%08d", i-1)
+			}
+			if err := s.insertSession(ctx, tx, h); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET title = ?, turns = 1, state = 'completed', next_seq = 7,
+				updated_at = ? WHERE id = ?`, fmt.Sprintf("task number %d of the listing benchmark", i), h.CreatedAt, h.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkList10k lists 10,000 stored sessions: all of them (dsh
+// sessions list --all), one directory's top-level sessions (dsh sessions
+// list, GET /api/sessions?cwd=) and every top-level session.
+func BenchmarkList10k(b *testing.B) {
+	s, _ := newStore(b)
+	storeListing(b, s)
+	for _, c := range []struct {
+		name string
+		f    ListFilter
+		want int
+	}{
+		{"all", ListFilter{}, listSessions},
+		{"cwd-top-level", ListFilter{Cwd: "/work/project-03", TopLevelOnly: true}, listCount(3, false)},
+		{"top-level", ListFilter{TopLevelOnly: true}, listCount(-1, false)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				es, err := s.List(context.Background(), c.f)
+				if err != nil || len(es) != c.want {
+					b.Fatalf("%d entries, want %d: %v", len(es), c.want, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/list")
+		})
+	}
 }

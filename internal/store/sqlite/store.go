@@ -26,7 +26,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/session"
@@ -290,8 +289,9 @@ const entryQuery = `SELECT CAST(s.id AS TEXT), CAST(s.header AS BLOB),
 	ifnull(l.held, 0), ifnull(l.pid, 0), ifnull(l.host, ''), ifnull(l.start_id, ''), ifnull(l.expires_at, 0)
 	FROM sessions s LEFT JOIN leases l ON l.session_id = s.id`
 
-// scanEntry scans one row of entryQuery; now decides lease liveness.
-func scanEntry(rows interface{ Scan(...any) error }, now int64) (Entry, error) {
+// scanEntry scans one row of entryQuery; now decides lease liveness. The
+// header is returned undecoded, for [decodeEntry].
+func scanEntry(rows interface{ Scan(...any) error }, now int64) (Entry, []byte, error) {
 	var (
 		e   Entry
 		id  sql.NullString
@@ -301,75 +301,34 @@ func scanEntry(rows interface{ Scan(...any) error }, now int64) (Entry, error) {
 	)
 	if err := rows.Scan(&id, &hb, &e.Events, &e.UpdatedAt, &sum.title, &sum.turns, &sum.state,
 		&r.held, &r.owner.PID, &r.owner.Host, &r.owner.Start, &r.expires); err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
-	e.Header, e.Err = decodeHeader(id.String, hb)
-	if e.Err != nil {
-		e.Header = session.Header{ID: id.String}
-	}
+	e.Header.ID = id.String
 	_, live := r.liveHolder(now)
 	e.Title, e.Turns, e.Status = sum.title, sum.turns, sum.status(live)
-	return e, nil
+	return e, hb, nil
 }
 
-// List returns the sessions f selects, most recently updated first. A
-// session whose header is damaged is listed with Err set and does not
-// affect the others. No log is read: the filter runs in SQL over the cwd
-// and parent columns (copies of the header's), on an index.
-func (s *Store) List(ctx context.Context, f ListFilter) ([]Entry, error) {
-	q, args := listQuery(f)
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+// decodeEntry decodes the header scanEntry left raw.
+func decodeEntry(e *Entry, hb []byte) {
+	id := e.Header.ID
+	e.Header, e.Err = decodeHeader(id, hb)
+	if e.Err != nil {
+		e.Header = session.Header{ID: id}
 	}
-	defer rows.Close()
-	now := s.now()
-	var out []Entry
-	for rows.Next() {
-		e, err := scanEntry(rows, now)
-		if err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	return out, nil
-}
-
-// listQuery builds the query of a List. The WHERE terms match the partial
-// indexes of schema version 4 (parent = ”) and sessions_by_cwd.
-func listQuery(f ListFilter) (string, []any) {
-	q := entryQuery
-	var where []string
-	var args []any
-	if f.Cwd != "" {
-		where, args = append(where, "s.cwd = ?"), append(args, f.Cwd)
-	}
-	if f.TopLevelOnly {
-		where = append(where, "s.parent = ''")
-	}
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY s.updated_at DESC, s.rowid DESC"
-	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
-	}
-	return q, args
 }
 
 // Get returns the listing entry of session id, or an error wrapping
 // [ErrNotFound].
 func (s *Store) Get(ctx context.Context, id string) (Entry, error) {
-	e, err := scanEntry(s.r.QueryRowContext(ctx, entryQuery+` WHERE s.id = ?`, id), s.now())
+	e, hb, err := scanEntry(s.r.QueryRowContext(ctx, entryQuery+` WHERE s.id = ?`, id), s.now())
 	if errors.Is(err, sql.ErrNoRows) {
 		return Entry{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Entry{}, fmt.Errorf("session %s: %w", id, err)
 	}
+	decodeEntry(&e, hb)
 	return e, nil
 }
 

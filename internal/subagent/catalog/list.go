@@ -34,7 +34,7 @@ const (
 // local database, whose read pool is about as wide as the machine.
 const DefaultConcurrency = 4
 
-// Store reads stored sessions; *sqlite.Store satisfies it. Inspect must
+// Store reads stored sessions; every store.Store satisfies it. Inspect must
 // not write (no crash repair), so that listing never changes a log that
 // another process may still be appending to. An error about unreadable
 // data must wrap a *session.FormatError; any other error is taken as the
