@@ -523,3 +523,14 @@ func TestBrowserServerRestart(t *testing.T) {
 	s := startServe(t, srv)
 	scenarioRestart(t, b, s)
 }
+
+// TestBrowserSessionsLive: the sidebar follows another session's status
+// live while the page shows a second session.
+func TestBrowserSessionsLive(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Text: strings.Repeat("A slow story goes on. ", 8) + "The end.", ChunkRunes: 4, DelayPerChunk: 50 * time.Millisecond})
+	s := startServe(t, srv)
+	scenario(t, b, s, "multi")
+}

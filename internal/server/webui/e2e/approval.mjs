@@ -32,6 +32,9 @@ run(async () => {
   expect(await page.isVisible('.tool-bash .pill.awaiting'), 'the card is not marked as waiting for approval');
   expect(await page.isVisible('.sess .dot.awaiting-approval'), 'the sidebar does not flag the session');
   await shot(page, 'b1-approval');
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await shot(page, 'b1-approval-dark');
+  await page.emulateMedia({ colorScheme: 'light' });
   // Keyboard: the Allow button is reachable and works from the keyboard.
   await page.focus('#allow-btn');
   await page.keyboard.press('Enter');

@@ -15,6 +15,15 @@ run(async () => {
   console.log('first-contentful-paint ms', fcp);
   expect(fcp >= 0 && fcp < 300, `first contentful paint took ${fcp} ms`);
   await shot(page, 'a0-empty');
+  // Keyboard only: Tab reaches "New session" (after the skip link), Enter
+  // opens the dialog, Escape closes it.
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Tab');
+  expect(await page.evaluate(() => document.activeElement.id) === 'new-session', 'Tab does not reach New session');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#new-dialog[open]');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('#new-dialog', { state: 'hidden' });
   await newSession(page, { title: 'Explain the streaming' });
   await prompt(page, 'Explain how the answer streams in.');
   // Sample the answer while it streams: it must be seen partial, growing.

@@ -17,9 +17,11 @@ const state = {
   lastCwd: '',
   statusBySession: new Map(), // live status from the host feed
   pendingBySession: new Map(), // session id → Map(approval id → Approval) from the host feed
+  created: new Map(), // session id → {model, effort, permission} asked for by this page
 };
 
 let view = null; // the open session: {id, model, stream, info, nodes, dirty, flags}
+let feed = null; // the host feed's Stream
 
 function toast(msg) {
   const t = $('toast');
@@ -38,6 +40,7 @@ async function loadSessions() {
     state.workspaces = w ? w.workspaces || [] : null;
   } catch (err) {
     if (err.status === 401) {
+      if (feed) feed.close();
       document.querySelector('#empty h2').textContent = 'Not signed in';
       document.querySelector('#empty p').textContent = 'Open the URL that dsh serve printed: it carries the access token once, and this browser keeps it as a cookie.';
       $('empty-new').hidden = true;
@@ -174,7 +177,14 @@ async function refreshInfo() {
     schedule();
   } catch (err) {
     if (view === v) {
-      $('session-title').textContent = err.code === 'SESSION_NOT_FOUND' ? 'Session not found' : 'Could not load the session';
+      if (err.code === 'SESSION_NOT_FOUND') {
+        // Nothing to follow: stop the stream's retries.
+        v.stream.close();
+        $('session-title').textContent = 'Session not found';
+        $('composer').hidden = true;
+      } else {
+        $('session-title').textContent = 'Could not load the session';
+      }
       toast(err.message);
     }
   }
@@ -219,6 +229,12 @@ function paint() {
     v.nodes.set(key, el);
   }
   v.dirty.clear();
+  // A session with nothing to show yet says where it runs and what next.
+  const fresh = v.model.order.length === 0 && v.info && !(v.info.child || v.info.header.parentSession);
+  $('fresh').hidden = !fresh;
+  if (fresh) {
+    $('fresh-text').replaceChildren('Tell dsh what to do in ', h('code', { text: v.info.header.cwd }), '. Enter sends; Shift+Enter adds a line.');
+  }
   const f = v.flags;
   if (f.has('strip')) paintStrip();
   if (f.has('approvals')) paintApprovals();
@@ -244,14 +260,20 @@ function paintStrip() {
   const info = v.info;
   const title = m.title || (info && info.title) || 'Untitled session';
   $('session-title').textContent = title;
+  // A title named in the log (session/title) reaches the sidebar too.
+  const listed = state.sessions.find((x) => x.header.id === v.id);
+  if (listed && m.title && listed.title !== m.title) { listed.title = m.title; sidebarSoon(); }
   document.title = `${title} · dsh`;
   if (info) $('session-sub').textContent = `${info.header.cwd} · ${info.header.id.slice(0, 12)}`;
   const st = liveStatus();
   const badge = $('status-badge');
   badge.className = `badge ${st}`;
   badge.textContent = st === 'awaiting-approval' ? 'needs approval' : st;
-  $('model-chip').textContent = [m.model, m.effort].filter(Boolean).join(' · ') || (info && info.model) || '—';
-  $('perm-chip').textContent = m.preset || '—';
+  // Before the first model request the log names no model: show what the
+  // session was created with, when this page created it.
+  const asked = state.created.get(v.id) || {};
+  $('model-chip').textContent = [m.model || asked.model, m.effort || asked.effort].filter(Boolean).join(' · ') || '—';
+  $('perm-chip').textContent = m.preset || asked.permission || '—';
   const u = m.usage.input + m.usage.output ? m.usage : info ? { input: info.usage.inputTokens + info.usage.cacheReadTokens + info.usage.cacheWriteTokens, output: info.usage.outputTokens, cacheRead: 0, cacheWrite: 0 } : m.usage;
   const inTok = m.usage.input + m.usage.output ? m.usage.input + m.usage.cacheRead + m.usage.cacheWrite : u.input;
   $('usage-chip').textContent = `${fmtTokens(inTok)} in · ${fmtTokens(u.output)} out`;
@@ -473,6 +495,7 @@ function route() {
   closeSession();
   state.currentId = '';
   $('empty').hidden = false;
+  $('fresh').hidden = true;
   $('timeline').hidden = true;
   $('topbar').hidden = true;
   $('composer').hidden = true;
@@ -507,5 +530,5 @@ function wire() {
 
 wire();
 loadSessions();
-new Stream(() => '/api/events', ['session/added', 'session/status', 'session/removed', 'approval/pending', 'approval/resolved', 'workspace/changed', 'workspace/removed', 'workspace/order'], onFeed, setConn);
+feed = new Stream(() => '/api/events', ['session/added', 'session/status', 'session/removed', 'approval/pending', 'approval/resolved', 'workspace/changed', 'workspace/removed', 'workspace/order'], onFeed, setConn);
 route();

@@ -130,6 +130,7 @@ export function setupDialog(state, onCreated, toast) {
     try {
       const info = await api.createSession(body);
       state.lastCwd = info.header && info.header.cwd;
+      state.created.set(info.header.id, { model: body.model && body.model.split('/').pop(), effort: body.effort, permission: body.permission });
       dlg.close();
       onCreated(info);
     } catch (err) {

@@ -52,7 +52,7 @@ export function renderSidebar(state) {
       },
       h('span', { class: `dot ${st}`, role: 'img', 'aria-label': st }),
       h('span', { class: 'sess-title', text: s.title || 'Untitled session' }),
-      h('span', { class: 'sess-meta', text: st === 'awaiting-approval' ? 'needs approval' : ago(s.updatedAt) })));
+      h('span', { class: 'sess-meta', text: st === 'awaiting-approval' ? 'needs approval' : st === 'running' ? 'running…' : ago(s.updatedAt) })));
     }));
     if (!g.sessions.length) list.append(h('li', { class: 'muted small pad', text: 'No sessions yet' }));
     return h('section', { class: 'ws-group' },
