@@ -19,5 +19,20 @@ run(async () => {
   // Back on A, the whole answer is there.
   await page.click(`.sess[data-session="${a}"]`);
   await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('The end.')));
+  // A long history: a workspace lists its newest sessions, the rest on request.
+  const made = await page.evaluate(async (cwd) => {
+    for (let i = 0; i < 26; i++) {
+      const r = await fetch('/api/sessions', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ cwd, title: `Old session ${i}` }) });
+      if (r.status !== 201) return `create ${i}: ${r.status} ${await r.text()}`;
+    }
+    return '';
+  }, process.env.DSH_WORKSPACE);
+  expect(made === '', made);
+  await page.reload();
+  await page.waitForSelector('.sess-list .more');
+  const listed = await page.$$eval('.sess', (e) => e.length);
+  expect(listed <= 26, `${listed} sessions listed before "Show more"`);
+  await page.click('.sess-list .more');
+  await page.waitForFunction(() => document.querySelectorAll('.sess').length === 28);
   await b.close();
 });

@@ -18,6 +18,7 @@ const state = {
   statusBySession: new Map(), // live status from the host feed
   pendingBySession: new Map(), // session id → Map(approval id → Approval) from the host feed
   created: new Map(), // session id → {model, effort, permission} asked for by this page
+  expanded: new Set(), // workspace paths whose whole session list is shown
 };
 
 let view = null; // the open session: {id, model, stream, info, nodes, dirty, flags}
@@ -132,7 +133,14 @@ function openSession(id) {
     (last) => `/api/sessions/${encodeURIComponent(id)}/stream?after=${last ?? v.model.lastSeq}`,
     EVENT_TYPES,
     (_type, ev) => { if (view === v) onSessionEvent(ev); },
-    (s) => { if (view === v) setConn(s); });
+    (s) => {
+      if (view !== v) return;
+      // Back after a drop: the events resume by seq; status and jobs are
+      // not events, so read them again.
+      if (s === 'open' && v.dropped) refreshInfo();
+      v.dropped = s === 'retrying';
+      setConn(s);
+    });
   // Nothing of the previous session's side panel may linger.
   $('tree').replaceChildren(h('p', { class: 'muted', text: 'Loading…' }));
   $('jobs').replaceChildren();
@@ -530,5 +538,16 @@ function wire() {
 
 wire();
 loadSessions();
-feed = new Stream(() => '/api/events', ['session/added', 'session/status', 'session/removed', 'approval/pending', 'approval/resolved', 'workspace/changed', 'workspace/removed', 'workspace/order'], onFeed, setConn);
+let feedDropped = false;
+feed = new Stream(() => '/api/events', ['session/added', 'session/status', 'session/removed', 'approval/pending', 'approval/resolved', 'workspace/changed', 'workspace/removed', 'workspace/order'], onFeed, (s) => {
+  // On every connect the feed sends a snapshot (pending approvals, live
+  // statuses): after a drop, what was known before is replaced by it.
+  if (s === 'open' && feedDropped) {
+    state.pendingBySession.clear();
+    state.statusBySession.clear();
+    loadSessions();
+  }
+  feedDropped = s === 'retrying';
+  if (!view) setConn(s);
+});
 route();

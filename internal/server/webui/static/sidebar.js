@@ -16,6 +16,8 @@ function baseName(p) {
   return parts.length ? parts[parts.length - 1] : '/';
 }
 
+const GROUP_LIMIT = 25;
+
 /** statusOf is the live status the sidebar shows for a session. */
 export function statusOf(state, s) {
   if (state.pendingBySession.has(s.header.id) && state.pendingBySession.get(s.header.id).size) return 'awaiting-approval';
@@ -43,7 +45,13 @@ export function renderSidebar(state) {
   }
   for (const [cwd, list] of byCwd) groups.push({ title: baseName(cwd), path: cwd, sessions: list });
   const nodes = groups.map((g) => {
-    const list = h('ul', { class: 'sess-list' }, ...g.sessions.map((s) => {
+    // Long histories stay cheap: the newest sessions first, the rest on request.
+    const all = g.sessions;
+    const shown = state.expanded.has(g.path) ? all : all.slice(0, GROUP_LIMIT);
+    if (all.some((s) => s.header.id === state.currentId) && !shown.some((s) => s.header.id === state.currentId)) {
+      shown.push(all.find((s) => s.header.id === state.currentId));
+    }
+    const list = h('ul', { class: 'sess-list' }, ...shown.map((s) => {
       const st = statusOf(state, s);
       const active = s.header.id === state.currentId;
       return h('li', null, h('a', {
@@ -55,6 +63,12 @@ export function renderSidebar(state) {
       h('span', { class: 'sess-meta', text: st === 'awaiting-approval' ? 'needs approval' : st === 'running' ? 'running…' : ago(s.updatedAt) })));
     }));
     if (!g.sessions.length) list.append(h('li', { class: 'muted small pad', text: 'No sessions yet' }));
+    if (all.length > shown.length) {
+      list.append(h('li', null, h('button', {
+        type: 'button', class: 'btn ghost small more', text: `Show ${all.length - shown.length} more`,
+        onclick: () => { state.expanded.add(g.path); renderSidebar(state); },
+      })));
+    }
     return h('section', { class: 'ws-group' },
       h('h2', { class: 'ws-title', title: g.path }, h('span', { text: g.title }), g.missing ? h('span', { class: 'pill error small', text: 'missing' }) : null),
       list);
