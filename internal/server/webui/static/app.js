@@ -7,6 +7,7 @@ import { SessionModel, EVENT_TYPES } from './model.js';
 import { h, renderItem, fmtTokens, diffView, proposedDiff } from './render.js';
 import { renderSidebar, statusOf } from './sidebar.js';
 import { setupDialog } from './dialog.js';
+import { renderTree, renderJobs } from './panel.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -456,37 +457,16 @@ async function paintTree(v) {
     return;
   }
   if (view !== v) return;
-  if (!rows.length) { el.replaceChildren(h('p', { class: 'muted', text: 'No subagents yet.' })); return; }
-  const ul = h('ul', { class: 'tree-list', role: 'tree', 'aria-label': 'Subagent tree' });
   const title = v.model.title || (v.info && v.info.title) || 'This session';
-  ul.append(h('li', { role: 'treeitem', 'aria-level': '0', 'aria-current': 'page', class: 'tree-root' },
-    h('span', { class: 'tree-node' }, h('span', { class: `dot ${v.model.running ? 'running' : 'idle'}`, 'aria-hidden': 'true' }),
-      h('span', { class: 'tree-text' }, h('span', { class: 'tree-label', text: title }), h('span', { class: 'tree-meta', text: 'this session' })))));
-  for (const r of rows) {
-    ul.append(h('li', { role: 'treeitem', 'aria-level': String(r.depth), style: { '--depth': String(r.depth) } },
-      h('a', { href: `#/s/${r.id}`, class: 'tree-node', 'data-child': r.id, title: r.id },
-        h('span', { class: `dot ${r.activity === 'running' ? 'running' : 'idle'}`, 'aria-hidden': 'true' }),
-        h('span', { class: 'tree-text' },
-          h('span', { class: 'tree-label', text: r.label || r.id.slice(0, 12) }),
-          h('span', { class: 'tree-meta', text: [r.provider, r.mode, r.activity === 'running' ? 'running' : ''].filter(Boolean).join(' · ') }))),
-      r.diagnostic ? h('div', { class: 'err-line small', text: `${r.diagnostic}: ${r.reason || ''}` }) : null));
-  }
-  el.replaceChildren(ul);
+  renderTree(el, rows, title, v.model.running);
   if (rows.length && $('side-panel').hidden && !v.treeShown) { v.treeShown = true; togglePanel(true); }
 }
 
-const JOB_PILL = { running: 'running', stopping: 'awaiting', completed: 'ok', killed: 'rejected', failed: 'error' };
-
 function paintJobs() {
-  const el = $('jobs');
   const jobs = (view.info && view.info.jobs) || [];
   if (jobs.some((j) => j.status === 'running' || j.status === 'stopping')) infoSoon(2000);
-  if (!jobs.length) { el.replaceChildren(h('p', { class: 'muted', text: 'No background jobs.' })); return; }
-  el.replaceChildren(h('ul', { class: 'job-list' }, ...jobs.map((j) => h('li', { class: 'job', 'data-job': j.id },
-    h('div', { class: 'row' }, h('code', { text: j.id }), h('span', { class: 'spacer' }), h('span', { class: `pill ${JOB_PILL[j.status] || ''}`, text: j.status })),
-    h('div', { class: 'small job-cmd', text: j.command || j.kind || '' }),
-    j.summary ? h('div', { class: 'muted small', text: j.summary }) : null))));
-  if ($('side-panel').hidden && !view.jobsShown) { view.jobsShown = true; togglePanel(true); }
+  renderJobs($('jobs'), jobs);
+  if (jobs.length && $('side-panel').hidden && !view.jobsShown) { view.jobsShown = true; togglePanel(true); }
 }
 
 function togglePanel(show) {
