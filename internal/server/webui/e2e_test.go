@@ -534,3 +534,25 @@ func TestBrowserSessionsLive(t *testing.T) {
 	s := startServe(t, srv)
 	scenario(t, b, s, "multi")
 }
+
+// onePixelPNG is a valid 1×1 PNG.
+const onePixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+// TestBrowserImage: an image pasted into the composer reaches the model
+// with the prompt and shows in the prompt's bubble.
+func TestBrowserImage(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Text: "A single dot."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "image", "PNG_B64="+onePixelPNG, "VISION_MODEL=deepseek/deepseek-v4-flash-vision-exp")
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d model requests, want 1", len(reqs))
+	}
+	body := string(reqs[0].Body)
+	if strings.Count(body, onePixelPNG) != 1 || !strings.Contains(body, "What is in this image?") {
+		t.Errorf("the request does not carry the prompt and exactly one image:\n%.2000s", body)
+	}
+}

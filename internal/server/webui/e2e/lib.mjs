@@ -72,7 +72,7 @@ export async function open(page) {
  * newSession creates a session through the dialog: the workspace folder
  * is chosen with the directory picker (typed path), then the preset.
  */
-export async function newSession(page, { permission = 'workspace-write', title } = {}) {
+export async function newSession(page, { permission = 'workspace-write', title, model } = {}) {
   await page.click('#new-session');
   await page.waitForSelector('#new-dialog[open]');
   const known = await page.$$eval('#ws-select option', (os) => os.map((o) => o.textContent));
@@ -85,6 +85,7 @@ export async function newSession(page, { permission = 'workspace-write', title }
     await page.waitForFunction((p) => [...document.querySelectorAll('#ws-select option')].some((o) => o.selected && o.textContent.includes(p)), WORKSPACE);
   }
   await page.selectOption('#perm-select', permission);
+  if (model) await page.selectOption('#model-select', model);
   if (title) await page.fill('#title-input', title);
   await page.click('#new-create');
   await page.waitForFunction(() => /^#\/s\//.test(location.hash));

@@ -8,6 +8,7 @@ import { h, renderItem, fmtTokens, diffView, proposedDiff } from './render.js';
 import { renderSidebar, statusOf } from './sidebar.js';
 import { setupDialog } from './dialog.js';
 import { renderTree, renderJobs } from './panel.js';
+import { setupAttachments, takeAttachments, restoreAttachments, hasAttachments } from './attach.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -412,15 +413,17 @@ function paintComposer() {
 async function send(delivery) {
   const ta = $('composer-input');
   const text = ta.value.trim();
-  if (!text || !view) return;
+  if ((!text && !hasAttachments()) || !view) return;
   const id = view.id;
+  const images = takeAttachments();
   ta.value = '';
   autosize();
   try {
-    await api.send(id, text, delivery);
+    await api.send(id, text, delivery, images);
   } catch (err) {
     if (!ta.value) ta.value = text;
-    toast(err.message);
+    restoreAttachments(images);
+    toast(err.status === 413 ? 'The message is too large for dsh serve (attach smaller images).' : err.message);
   }
 }
 
@@ -508,6 +511,7 @@ function wire() {
   $('steer-btn').addEventListener('click', () => send('steer'));
   $('cancel-btn').addEventListener('click', cancelTurn);
   $('panel-toggle').addEventListener('click', () => togglePanel());
+  setupAttachments(toast);
   window.addEventListener('hashchange', route);
   setupDialog(state, (info) => {
     upsertSession(info);
