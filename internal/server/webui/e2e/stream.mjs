@@ -66,6 +66,16 @@ run(async () => {
   await page.reload();
   await page.waitForSelector('.item-assistant .answer');
   await page.waitForFunction((t) => document.querySelector('.item-assistant .answer').innerText === t, text);
+  // A phone-sized window: the sidebar becomes an overlay behind a button.
+  await page.setViewportSize({ width: 390, height: 780 });
+  expect(await page.isHidden('#sidebar'), 'the sidebar takes the narrow screen');
+  await shot(page, 'a4-narrow');
+  await page.click('#nav-toggle');
+  await page.waitForSelector('#sidebar', { state: 'visible' });
+  await shot(page, 'a5-narrow-nav');
+  await page.click('.sess');
+  await page.waitForSelector('#sidebar', { state: 'hidden' });
+  await page.setViewportSize({ width: 1280, height: 820 });
   // Dark mode reads too.
   await page.emulateMedia({ colorScheme: 'dark' });
   await shot(page, 'a3-dark');

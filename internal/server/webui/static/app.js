@@ -511,6 +511,11 @@ function wire() {
   $('steer-btn').addEventListener('click', () => send('steer'));
   $('cancel-btn').addEventListener('click', cancelTurn);
   $('panel-toggle').addEventListener('click', () => togglePanel());
+  // Narrow screens: the sidebar is an overlay, closed again by a choice.
+  const setNav = (open) => { document.body.classList.toggle('nav-open', open); $('nav-toggle').setAttribute('aria-expanded', String(open)); };
+  $('nav-toggle').addEventListener('click', () => setNav(!document.body.classList.contains('nav-open')));
+  $('session-nav').addEventListener('click', (e) => { if (e.target.closest('a')) setNav(false); });
+  $('new-session').addEventListener('click', () => setNav(false));
   setupAttachments(toast);
   window.addEventListener('hashchange', route);
   setupDialog(state, (info) => {
