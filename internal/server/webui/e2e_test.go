@@ -556,3 +556,23 @@ func TestBrowserImage(t *testing.T) {
 		t.Errorf("the request does not carry the prompt and exactly one image:\n%.2000s", body)
 	}
 }
+
+// TestBrowserToolCards: write, read, edit and web_fetch calls render as
+// cards with diffs, paths and the URL; the file on disk ends up edited.
+func TestBrowserToolCards(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("write", map[string]any{"file_path": "notes.md", "content": "# Notes\n\n- first\n- second\n"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("read", map[string]any{"file_path": "notes.md"})}},
+		llmtest.Response{Text: "Fixing the heading.", ToolCalls: []llmtest.ToolCall{call("edit", map[string]any{"file_path": "notes.md", "old_string": "# Notes", "new_string": "# Project notes"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("web_fetch", map[string]any{"url": "https://docs.example.invalid/guide"})}},
+		llmtest.Response{Text: "Done editing; the docs could not be fetched."},
+	)
+	s := startServe(t, srv)
+	scenario(t, b, s, "tools")
+	if got, err := os.ReadFile(filepath.Join(s.dir, "notes.md")); err != nil || string(got) != "# Project notes\n\n- first\n- second\n" {
+		t.Fatalf("notes.md = %q, %v", got, err)
+	}
+}

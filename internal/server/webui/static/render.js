@@ -229,6 +229,13 @@ export function toolCard(it) {
       if (it.result && resultText) body.append(h('details', null, h('summary', { text: 'Answer' }), h('div', { class: 'md' }, markdown(resultText))));
       break;
     }
+    case 'read': case 'glob': case 'grep':
+      // The header names the path or pattern; the result stays folded.
+      if (it.result && resultText) {
+        const lines = meta.totalLines ? `lines ${meta.firstLine}–${meta.lastLine} of ${meta.totalLines}` : meta.total !== undefined ? `${meta.shown ?? meta.total} of ${meta.total}` : 'Result';
+        body.append(h('details', { open: it.status === 'error' }, h('summary', { text: lines }), outputBlock(resultText, it.status === 'error' ? 'err' : '')));
+      }
+      break;
     default:
       if (it.rawArgs && it.rawArgs !== '{}') body.append(h('details', null, h('summary', { text: 'Arguments' }), h('pre', { class: 'out', text: pretty(it.rawArgs) })));
       if (it.result && resultText) body.append(h('details', { open: it.status === 'error' }, h('summary', { text: 'Result' }), outputBlock(resultText, it.status === 'error' ? 'err' : '')));
