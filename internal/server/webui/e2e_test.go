@@ -530,7 +530,7 @@ func TestBrowserSessionsLive(t *testing.T) {
 	b := needBrowser(t)
 	srv := llmtest.New()
 	defer srv.Close()
-	srv.Enqueue(llmtest.Response{Text: strings.Repeat("A slow story goes on. ", 8) + "The end.", ChunkRunes: 4, DelayPerChunk: 50 * time.Millisecond})
+	srv.Enqueue(llmtest.Response{Text: strings.Repeat("A slow story goes on. ", 20) + "The end.", ChunkRunes: 4, DelayPerChunk: 50 * time.Millisecond})
 	s := startServe(t, srv)
 	scenario(t, b, s, "multi")
 }
