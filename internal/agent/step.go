@@ -76,6 +76,12 @@ func (a *Agent) callModel(ctx context.Context, turn, step int, out *Outcome) (ll
 	for attempt := 0; ; attempt++ {
 		// Everything the request is built from must be durable first.
 		if err := a.log.Flush(ctx); err != nil {
+			if ctx.Err() != nil {
+				// The turn was cancelled while the log was being written:
+				// that ends the turn (aborted), not the run; what is
+				// pending is flushed when Run returns.
+				return llm.Message{}, "", &stepErr{context.Cause(ctx)}
+			}
 			return llm.Message{}, "", err
 		}
 		req := llm.Request{

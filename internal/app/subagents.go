@@ -196,6 +196,15 @@ func (s *Session) Drain(ctx context.Context) error {
 	return s.manager.Drain(ctx, s.Log.ID())
 }
 
+// StopChildren cancels the work of every continuable descendant of the
+// session and waits until they have settled (see subagent.Manager.Stop).
+func (s *Session) StopChildren(ctx context.Context) error {
+	if s.manager == nil {
+		return nil
+	}
+	return s.manager.Stop(ctx, s.Log.ID())
+}
+
 // childFactory builds in-process subagent children from the same
 // composed profile as their parent.
 type childFactory struct{ app *App }

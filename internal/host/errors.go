@@ -19,6 +19,8 @@ const (
 	CodeHostClosed           = "HOST_CLOSED"
 	CodeWorkspaceNotFound    = "WORKSPACE_NOT_FOUND"
 	CodeWorkspaceInvalidPath = "WORKSPACE_INVALID_PATH"
+	// CodeFeedOverflow ends a feed subscriber that fell too far behind.
+	CodeFeedOverflow = "FEED_OVERFLOW"
 	// CodeInternal is any other failure (a store error, a log write).
 	CodeInternal = "INTERNAL"
 )

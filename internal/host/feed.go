@@ -37,7 +37,7 @@ const FeedBuffer = 1024
 // ErrFeedOverflow is what Feed.Next returns to a subscriber that fell
 // FeedBuffer events behind: it was dropped so that it never blocks the
 // host, and should resubscribe and rebuild its view (sessions, approvals).
-var ErrFeedOverflow = &Error{Code: "FEED_OVERFLOW", Message: "the feed subscriber fell too far behind and was dropped"}
+var ErrFeedOverflow = &Error{Code: CodeFeedOverflow, Message: "the feed subscriber fell too far behind and was dropped"}
 
 // errFeedClosed ends a feed closed by its owner or by the host.
 var errFeedClosed = errors.New("feed closed")

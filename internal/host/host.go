@@ -28,6 +28,10 @@ import (
 // do when Config.IdleAfter is 0.
 const DefaultIdleAfter = 10 * time.Minute
 
+// childStopTimeout bounds the wait for a disposed session's continuable
+// children to settle.
+const childStopTimeout = 10 * time.Second
+
 // Config configures a Host.
 type Config struct {
 	// App is the opened composition root (store, profile). Required; the
@@ -85,6 +89,8 @@ type entry struct {
 	runEnded  chan struct{} // guarded by mu; closed and replaced when a run ends
 	timer     *time.Timer   // guarded by mu; the idle timer
 	disposing bool          // guarded by mu
+	sending   int           // guarded by mu; Sends between their check and their delivery
+	sendGen   uint64        // guarded by mu; counts Sends, so an idle check sees one that came and went
 	failure   error         // guarded by mu; why the owner stopped on its own
 }
 
@@ -255,13 +261,6 @@ func (h *Host) ensureLive(ctx context.Context, id string, o app.SessionOptions) 
 // resume opens stored session id (taking its lease, repairing a log a
 // killed holder left open) and starts its owner.
 func (h *Host) resume(ctx context.Context, id string, o app.SessionOptions) (*entry, error) {
-	hd, err := h.app.Store.Header(ctx, id)
-	if err != nil {
-		return nil, classify(err)
-	}
-	if hd.Origin == "subagent" {
-		return nil, errorf(CodeInvalidArgument, "session %s is a subagent child: its parent's session drives it", id)
-	}
 	o.ResumeID = id
 	o, ans := h.sessionOptions(o)
 	sess, err := h.app.OpenSession(ctx, o)
@@ -272,6 +271,8 @@ func (h *Host) resume(ctx context.Context, id string, o app.SessionOptions) (*en
 }
 
 // start registers an opened session and starts its owner goroutine.
+// Input a resumed log left queued waits for the next wake (a Send), and
+// then runs together with what that Send delivers.
 func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 	id := sess.Log.ID()
 	if ans != nil {
@@ -386,8 +387,19 @@ func (h *Host) dispose(e *entry, cause string) error {
 		e.timer.Stop()
 	}
 	e.mu.Unlock()
+	return h.finishDispose(e, cause)
+}
+
+// finishDispose is dispose once e is marked disposing.
+func (h *Host) finishDispose(e *entry, cause string) error {
 	e.cancel(&agent.CancelCause{Kind: cause})
 	<-e.owned
+	// Its continuable children stop too: nobody would take their notices.
+	sctx, cancel := context.WithTimeout(context.Background(), childStopTimeout)
+	if err := e.sess.StopChildren(sctx); err != nil {
+		fmt.Fprintf(os.Stderr, "dsh: session %s: stop subagents: %v\n", e.id, err)
+	}
+	cancel()
 	// Close settles the title call, cancels the session's jobs, flushes
 	// and releases the lease.
 	e.sess.Close()
@@ -445,11 +457,52 @@ func (h *Host) armIdle(e *entry) {
 // idleCheck disposes e when it is still idle; otherwise the timer is
 // re-armed for when it may be.
 func (h *Host) idleCheck(e *entry) {
-	if h.status(e) == StatusIdle && !e.sess.Agent.Busy() && e.sess.Quiet() {
-		if nt, ns := e.sess.Agent.Pending(); nt+ns == 0 {
-			_ = h.dispose(e, "disposed")
-			return
+	e.mu.Lock()
+	gen := e.sendGen
+	e.mu.Unlock()
+	nt, ns := e.sess.Agent.Pending()
+	if h.status(e) != StatusIdle || e.sess.Agent.Busy() || nt+ns > 0 || !e.sess.Quiet() {
+		h.armIdle(e)
+		return
+	}
+	// A Send in flight, or one that came and went since the checks above,
+	// keeps the session.
+	e.mu.Lock()
+	if e.disposing || e.inTurn || e.sending > 0 || e.sendGen != gen {
+		e.mu.Unlock()
+		h.armIdle(e)
+		return
+	}
+	e.disposing = true
+	e.mu.Unlock()
+	_ = h.finishDispose(e, "disposed")
+}
+
+// deliverTo returns the live entry of session id, resumed if needed,
+// marked as receiving a message so that it is not disposed as idle
+// meanwhile; done must be called once the message is in its inbox.
+func (h *Host) deliverTo(ctx context.Context, id string) (e *entry, done func(), err error) {
+	for {
+		if e, err = h.ensureLive(ctx, id, app.SessionOptions{}); err != nil {
+			return nil, nil, err
+		}
+		e.mu.Lock()
+		if !e.disposing {
+			e.sending++
+			e.sendGen++
+			e.mu.Unlock()
+			return e, func() {
+				e.mu.Lock()
+				e.sending--
+				e.mu.Unlock()
+			}, nil
+		}
+		e.mu.Unlock()
+		// Being disposed: wait until it is, then open it again.
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return nil, nil, context.Cause(ctx)
 		}
 	}
-	h.armIdle(e)
 }

@@ -17,13 +17,20 @@ import (
 // bad input gets stable codes.
 func TestForkExportListAndErrors(t *testing.T) {
 	f := newFixture(t, host.Config{})
-	f.srv.Enqueue(llmtest.Response{Text: "parent answer"}, llmtest.Response{Text: "fork answer"})
+	f.srv.Enqueue(llmtest.Response{Text: "parent answer", Usage: &llmtest.Usage{Input: 1200, Output: 30}}, llmtest.Response{Text: "fork answer"})
 	parent := f.create(host.CreateRequest{Title: "the parent"})
 	id := parent.Header.ID
 	f.send(id, "one", host.DeliveryQueue)
 	f.runIdle(id)
-	if got, _ := f.h.Get(t.Context(), id); got.State != "completed" || got.Status != host.StatusIdle || got.Usage.IsZero() && got.Turns != 1 {
-		t.Fatalf("parent after its turn: %+v", got)
+	live, err := f.h.Get(t.Context(), id)
+	if err != nil || live.State != "completed" || live.Status != host.StatusIdle || live.Turns != 1 || live.Usage.OutputTokens != 30 || live.Context == nil || live.Context.UsedTokens < 1200 {
+		t.Fatalf("parent after its turn: %+v, %v", live, err)
+	}
+	// A stored session's usage and context pressure are folded from its log.
+	f.dispose(id)
+	stored, err := f.h.Get(t.Context(), id)
+	if err != nil || stored.Live || stored.Usage != live.Usage || stored.Context == nil || stored.Context.UsedTokens != live.Context.UsedTokens {
+		t.Fatalf("stored parent: %+v (live was %+v), %v", stored, live, err)
 	}
 
 	fork, err := f.h.Fork(t.Context(), id)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -190,10 +191,20 @@ func TestLeaseBusyTakeoverAndStaleEpoch(t *testing.T) {
 	if host.ErrorCode(err) != host.CodeSessionBusy || !errors.As(err, &busy) || !strings.Contains(err.Error(), "dsh run") {
 		t.Fatalf("send to a held session: %v", err)
 	}
-	// The other holder starts a turn, then dies without closing it.
+	// The other holder starts a turn, then dies without closing it. A
+	// stream of the session sees what it writes (the store is polled
+	// while another process holds the session).
 	next := int64(len(f.stored(id)))
+	watch, err := f.h.Follow(ctx, id, next-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
 	if err := stale.Append(ctx, id, []session.Event{{Type: session.TypeTurnStart, Seq: next, Time: time.Now().UnixMilli(), Data: json.RawMessage(`{"turn":2}`)}}); err != nil {
 		t.Fatal(err)
+	}
+	if seen := until(t, watch, isType(session.TypeTurnStart)); len(seen) != 1 || seen[0].Seq != next {
+		t.Fatalf("the other holder's write streamed as %+v", seen)
 	}
 	db, err := sql.Open("sqlite", dbPath)
 	if err != nil {
@@ -427,4 +438,91 @@ func TestIdleDisposal(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestCancelKeepsOrClearsQueue: cancelling a turn keeps input queued for
+// later turns (it runs next) unless clearQueue.
+func TestCancelKeepsOrClearsQueue(t *testing.T) {
+	for _, clear := range []bool{false, true} {
+		t.Run(map[bool]string{false: "keep", true: "clear"}[clear], func(t *testing.T) {
+			f := newFixture(t, host.Config{})
+			f.srv.Enqueue(llmtest.Response{Text: "stalls", StallAfter: 2}, llmtest.Response{Text: "queued one ran"})
+			id := f.create(host.CreateRequest{}).Header.ID
+			f.send(id, "one", host.DeliveryQueue)
+			// The stalling answer is the first turn's once the model has
+			// its request.
+			if err := f.srv.WaitRequests(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+			f.send(id, "two", host.DeliveryQueue)
+			if err := f.h.Cancel(t.Context(), id, clear); err != nil {
+				t.Fatal(err)
+			}
+			out, err := f.h.RunUntilIdle(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.dispose(id)
+			wantTurns := map[bool]int{false: 2, true: 1}[clear]
+			if n := countType(f.stored(id), session.TypeTurnEnd); n != wantTurns {
+				t.Fatalf("%d turns, want %d", n, wantTurns)
+			}
+			if clear && (out.Turn != 1 || out.Reason.Kind != session.EndAborted) {
+				t.Fatalf("cleared queue: %+v", out)
+			}
+			if !clear && (out.Turn != 2 || out.Text != "queued one ran") {
+				t.Fatalf("kept queue: %+v", out)
+			}
+		})
+	}
+}
+
+// TestConcurrentSendsResumeOnce: several clients sending to a stored
+// session at once resume it once (one lease, one owner) and every
+// message is delivered.
+func TestConcurrentSendsResumeOnce(t *testing.T) {
+	f := newFixture(t, host.Config{})
+	f.srv.SetFallback(func(llmtest.Request) llmtest.Response { return llmtest.Response{Text: "ok"} })
+	id := f.create(host.CreateRequest{}).Header.ID
+	f.dispose(id)
+	feed := f.h.Subscribe()
+	defer feed.Close()
+	const n = 5
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- f.h.Send(t.Context(), id, userText(fmt.Sprintf("message %d", i)), host.DeliveryQueue)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.runIdle(id)
+	f.dispose(id)
+	events := f.stored(id)
+	if err := sessiontest.Check(events); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, e := range events {
+		if e.Type == session.TypeUserMessage && strings.Contains(string(e.Data), "message ") {
+			got++
+		}
+	}
+	if got != n {
+		t.Fatalf("%d of %d messages reached the log", got, n)
+	}
+	// The disposal's status event (no longer live) comes last.
+	added := 0
+	nextFeed(t, feed, func(e host.FeedEvent) bool {
+		if e.Type == host.FeedSessionAdded {
+			added++
+		}
+		return e.Type == host.FeedSessionStatus && e.Info != nil && !e.Info.Live
+	})
+	if added != 1 {
+		t.Fatalf("the session went live %d times", added)
+	}
 }

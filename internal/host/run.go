@@ -122,7 +122,7 @@ const (
 
 // Send delivers a user message to session id: a stored session is
 // resumed on demand, an idle agent starts a turn. It returns once the
-// message is logged in the inbox.
+// message is logged in the inbox and stored.
 func (h *Host) Send(ctx context.Context, id string, msg llm.Message, d Delivery) error {
 	switch d {
 	case "", DeliveryQueue, DeliverySteer:
@@ -145,17 +145,34 @@ func (h *Host) Send(ctx context.Context, id string, msg llm.Message, d Delivery)
 	if err != nil {
 		return err
 	}
-	e, err := h.ensureLive(ctx, full, app.SessionOptions{})
+	if e, _ := h.lookup(full); e == nil {
+		// A subagent child is driven by its parent's session (the
+		// subagent manager writes it); clients read it. An explicit
+		// Resume (dsh run --resume) may still open one.
+		hd, err := h.app.Store.Header(ctx, full)
+		if err != nil {
+			return classify(err)
+		}
+		if hd.Origin == subagent.OriginSubagent {
+			return errorf(CodeInvalidArgument, "session %s is a subagent child: its parent's session drives it (send_message), clients only read it", full)
+		}
+	}
+	e, done, err := h.deliverTo(ctx, full)
 	if err != nil {
 		return err
 	}
+	defer done()
 	e.noteHuman()
 	if d == DeliverySteer {
 		err = e.sess.Agent.Steer(msg)
 	} else {
 		err = e.sess.Agent.Queue(msg)
 	}
-	return classify(err)
+	if err != nil {
+		return classify(err)
+	}
+	// Accepted means stored: a crash right after loses no message.
+	return classify(e.sess.Log.Flush(ctx))
 }
 
 // blank reports whether msg has nothing but blank text.
@@ -320,6 +337,7 @@ func (h *Host) Fork(ctx context.Context, id string) (Info, error) {
 			return Info{}, classify(err)
 		}
 	}
+	// The parent's queued input is not the fork's: it is cleared, not run.
 	e, err := h.ensureLive(ctx, hd.ID, app.SessionOptions{})
 	if err != nil {
 		return Info{}, err

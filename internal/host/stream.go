@@ -3,8 +3,10 @@ package host
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/store"
 )
 
 // DefaultEventsLimit is Events' page size when limit <= 0; MaxEventsLimit
@@ -49,6 +51,11 @@ func (h *Host) Events(ctx context.Context, id string, after int64, limit int) ([
 	return events, next, nil
 }
 
+// ExternalPollInterval is how often a stream reads the store for new
+// events of a session another process holds (its lease is live but the
+// session is not live in this host).
+const ExternalPollInterval = 500 * time.Millisecond
+
 // Stream is a Follow subscription; it is used by one goroutine.
 type Stream struct {
 	h    *Host
@@ -67,8 +74,8 @@ var errDisposed = errors.New("session disposed")
 // included), with no gap and no duplicate, also when the session goes
 // live, is disposed and is opened again while it is followed. A session
 // that is not live in this host is replayed from the store and then
-// waits until it goes live here (a session another process writes is
-// not followed live).
+// waits until it goes live here; while another process holds it (dsh
+// run), the store is polled every ExternalPollInterval.
 func (h *Host) Follow(ctx context.Context, id string, after int64) (*Stream, error) {
 	if after < -1 {
 		return nil, errorf(CodeInvalidArgument, "after %d: want a seq, or -1 for the start", after)
@@ -107,12 +114,10 @@ func (s *Stream) Next(ctx context.Context) ([]session.Event, error) {
 				s.next = events[len(events)-1].Seq + 1
 				return events, nil
 			}
-			select {
-			case <-changed:
-				continue
-			case <-ctx.Done():
-				return nil, context.Cause(ctx)
+			if err := s.waitStored(ctx, changed); err != nil {
+				return nil, err
 			}
+			continue
 		}
 		fctx, cancel := context.WithCancelCause(ctx)
 		stop := context.AfterFunc(s.e.ctx, func() { cancel(errDisposed) })
@@ -154,6 +159,25 @@ func (s *Stream) Next(ctx context.Context) ([]session.Event, error) {
 			return rest, nil
 		}
 	}
+}
+
+// waitStored waits until the session may have new events while it is
+// not live here: it goes live (changed), or, while another process holds
+// it (dsh run has its lease), the next poll of the store is due.
+func (s *Stream) waitStored(ctx context.Context, changed <-chan struct{}) error {
+	var poll <-chan time.Time
+	if en, err := s.h.app.Store.Get(ctx, s.id); err == nil && en.Status == store.StatusRunning {
+		t := time.NewTimer(ExternalPollInterval)
+		defer t.Stop()
+		poll = t.C
+	}
+	select {
+	case <-changed:
+	case <-poll:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // Close ends the stream.

@@ -373,6 +373,43 @@ func (m *Manager) Busy(parentID string) bool {
 	return false
 }
 
+// Stop ends the work of every continuable descendant of parentID: the
+// running turn of each active one is cancelled (cause "disposed", queued
+// input kept), again whenever one starts another (a settle notice woke
+// it), until all have settled or ctx ends. The session host calls it when
+// it disposes a session, so that nothing keeps working for a session that
+// is no longer live.
+func (m *Manager) Stop(ctx context.Context, parentID string) error {
+	for {
+		m.mu.Lock()
+		var running []*agent.Agent
+		busy := false
+		for _, n := range m.nodes {
+			if active(n) && m.descendantLocked(n, parentID) {
+				busy = true
+				if n.child != nil {
+					running = append(running, n.child.Agent())
+				}
+			}
+		}
+		ch := m.changed
+		m.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		for _, ag := range running {
+			if err := ag.Cancel("disposed", true); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
 // Release makes a settled child inactive: its agent and resources are
 // released (Child.Close) and a later send cold-resumes it from its log.
 // Releasing an active child is an error; an unknown or inactive one is a
