@@ -149,6 +149,7 @@ function openSession(id) {
   $('approval').hidden = true;
   $('approval').replaceChildren();
   delete $('approval').dataset.approval;
+  delete $('approval').dataset.key;
   refreshInfo();
   renderSidebar(state);
   schedule();
@@ -337,7 +338,11 @@ function paintApprovals() {
     return;
   }
   const a = list[0];
-  if (panel.dataset.approval === a.answerId && !panel.hidden) return;
+  // Rebuilt only when what it shows changes, so a half-typed rejection
+  // survives unrelated redraws.
+  const key = `${a.answerId}:${list.length}`;
+  if (panel.dataset.key === key && !panel.hidden) return;
+  panel.dataset.key = key;
   panel.dataset.approval = a.answerId;
   const item = view.model.items.get(`t:${a.callId}`);
   let args = (item && item.args) || null;
