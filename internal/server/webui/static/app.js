@@ -246,6 +246,13 @@ function paint() {
   if (fresh) {
     $('fresh-text').replaceChildren('Tell dsh what to do in ', h('code', { text: v.info.header.cwd }), '. Enter sends; Shift+Enter adds a line.');
   }
+  // Between the prompt and the first token (or while a tool runs) the
+  // page says that the agent is at work.
+  const last = v.model.items.get(v.model.order[v.model.order.length - 1]);
+  const busy = last && ((last.kind === 'assistant' && last.streaming) || (last.kind === 'tool' && last.status === 'awaiting'));
+  $('working').hidden = !v.model.running || !!busy;
+  if (v.model.running && last && last.kind === 'tool' && last.status === 'running') $('working-text').textContent = `Running ${last.name}…`;
+  else $('working-text').textContent = 'Thinking…';
   const f = v.flags;
   if (f.has('strip')) paintStrip();
   if (f.has('approvals')) paintApprovals();
@@ -492,6 +499,7 @@ function route() {
   state.currentId = '';
   $('empty').hidden = false;
   $('fresh').hidden = true;
+  $('working').hidden = true;
   $('timeline').hidden = true;
   $('topbar').hidden = true;
   $('composer').hidden = true;

@@ -287,7 +287,13 @@ export function renderItem(it) {
         }
       }
       if (it.streaming && it.preparing) wrap.append(h('div', { class: 'muted small', text: `Preparing ${it.preparing}…` }));
-      if (it.streaming) wrap.append(h('span', { class: 'caret', 'aria-hidden': 'true' }));
+      if (it.streaming) {
+        // The caret follows the last word: inside the last paragraph or item.
+        const answers = wrap.querySelectorAll('.answer');
+        let at = answers.length ? answers[answers.length - 1].lastElementChild : null;
+        while (at && (at.tagName === 'UL' || at.tagName === 'OL')) at = at.lastElementChild;
+        (at && at.tagName !== 'PRE' ? at : wrap).append(h('span', { class: 'caret', 'aria-hidden': 'true' }));
+      }
       if (it.interrupted) wrap.append(h('div', { class: 'interrupted', text: 'Answer interrupted — the text above was kept.' }));
       // A step that only called tools shows nothing of its own.
       if (!wrap.childNodes.length) li.hidden = true;
