@@ -11,15 +11,15 @@ run(async () => {
   await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('All three levels')));
   await page.waitForSelector('#status-badge.idle');
   await page.waitForSelector('#side-panel:not([hidden])');
-  await page.waitForFunction(() => document.querySelectorAll('#tree .tree-list li[aria-level]:not(.tree-root)').length === 2);
-  const rows = await page.$$eval('#tree .tree-list li:not(.tree-root)', (ls) => ls.map((l) => ({ level: l.getAttribute('aria-level'), text: l.innerText })));
+  await page.waitForFunction(() => document.querySelectorAll('#tree .tree-list li[data-depth]').length === 2);
+  const rows = await page.$$eval('#tree .tree-list li[data-depth]', (ls) => ls.map((l) => ({ level: l.dataset.depth, text: l.innerText })));
   console.log('tree rows', JSON.stringify(rows));
   expect(rows[0].level === '1' && rows[1].level === '2', `tree levels ${JSON.stringify(rows)}`);
   expect(rows[0].text.includes('Survey the repository') && rows[1].text.includes('Check the tests'), 'tree labels');
   expect(await page.isVisible('.tool-subagent .child-link'), 'the subagent card has no child link');
   await shot(page, 'd1-tree');
   // Open the grandchild from the tree: read-only, its own transcript.
-  await page.click('#tree .tree-list li[aria-level="2"] a');
+  await page.click('#tree .tree-list li[data-depth="2"] a');
   await page.waitForFunction((r) => location.hash.startsWith('#/s/') && !location.hash.includes(r), root);
   await page.waitForSelector('#readonly-banner:not([hidden])');
   expect(await page.isHidden('#composer'), 'a child session offers a composer');

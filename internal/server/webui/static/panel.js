@@ -9,13 +9,14 @@ export function renderTree(el, rows, title, running) {
     el.replaceChildren(h('p', { class: 'muted', text: 'No subagents yet.' }));
     return;
   }
-  const ul = h('ul', { class: 'tree-list', role: 'tree', 'aria-label': 'Subagent tree' });
-  ul.append(h('li', { role: 'treeitem', 'aria-level': '0', 'aria-current': 'page', class: 'tree-root' },
+  // A plain list with levels in aria-level: links need no tree widget.
+  const ul = h('ul', { class: 'tree-list', 'aria-label': 'Subagent tree' });
+  ul.append(h('li', { 'aria-level': '1', 'aria-current': 'page', class: 'tree-root' },
     h('span', { class: 'tree-node' }, h('span', { class: `dot ${running ? 'running' : 'idle'}`, 'aria-hidden': 'true' }),
       h('span', { class: 'tree-text' }, h('span', { class: 'tree-label', text: title }), h('span', { class: 'tree-meta', text: 'this session' })))));
   for (const r of rows) {
-    ul.append(h('li', { role: 'treeitem', 'aria-level': String(r.depth), style: { '--depth': String(r.depth) } },
-      h('a', { href: `#/s/${r.id}`, class: 'tree-node', 'data-child': r.id, title: r.id },
+    ul.append(h('li', { 'aria-level': String(r.depth + 1), 'data-depth': String(r.depth), style: { '--depth': String(r.depth) } },
+      h('a', { href: `#/s/${r.id}`, class: 'tree-node', 'data-child': r.id, title: r.id, 'aria-label': `${r.label || r.id}, subagent at depth ${r.depth}` },
         h('span', { class: `dot ${r.activity === 'running' ? 'running' : 'idle'}`, 'aria-hidden': 'true' }),
         h('span', { class: 'tree-text' },
           h('span', { class: 'tree-label', text: r.label || r.id.slice(0, 12) }),
