@@ -243,3 +243,15 @@ func TestBrowserToolCards(t *testing.T) {
 		t.Fatalf("notes.md = %q, %v", got, err)
 	}
 }
+
+// TestBrowserModelError: a refused model call ends the turn with the
+// failure shown; the next prompt works.
+func TestBrowserModelError(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Status: 400, ErrorBody: `{"error":{"message":"the prompt was rejected by the provider","type":"invalid_request_error"}}`},
+		llmtest.Response{Text: "Back on track."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "error")
+}
