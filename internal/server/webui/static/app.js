@@ -5,7 +5,7 @@
 import { api, Stream } from './api.js';
 import { SessionModel, EVENT_TYPES } from './model.js';
 import { h, renderItem, fmtTokens, diffView, proposedDiff } from './render.js';
-import { renderSidebar, statusOf } from './sidebar.js';
+import { renderSidebar } from './sidebar.js';
 import { setupDialog } from './dialog.js';
 import { renderTree, renderJobs } from './panel.js';
 import { setupAttachments, takeAttachments, restoreAttachments, hasAttachments } from './attach.js';
@@ -292,9 +292,16 @@ function paintStrip() {
   const asked = state.created.get(v.id) || {};
   $('model-chip').textContent = [m.model || asked.model, m.effort || asked.effort].filter(Boolean).join(' · ') || '—';
   $('perm-chip').textContent = m.preset || asked.permission || '—';
-  const u = m.usage.input + m.usage.output ? m.usage : info ? { input: info.usage.inputTokens + info.usage.cacheReadTokens + info.usage.cacheWriteTokens, output: info.usage.outputTokens, cacheRead: 0, cacheWrite: 0 } : m.usage;
-  const inTok = m.usage.input + m.usage.output ? m.usage.input + m.usage.cacheRead + m.usage.cacheWrite : u.input;
-  $('usage-chip').textContent = `${fmtTokens(inTok)} in · ${fmtTokens(u.output)} out`;
+  // Usage folded from the log's assistant messages; the server's totals
+  // stand in until the log has any.
+  const lu = m.usage;
+  const iu = (info && info.usage) || {};
+  const fromLog = lu.input + lu.output + lu.cacheRead > 0;
+  const inTok = fromLog ? lu.input + lu.cacheRead + lu.cacheWrite : (iu.inputTokens || 0) + (iu.cacheReadTokens || 0) + (iu.cacheWriteTokens || 0);
+  const cached = fromLog ? lu.cacheRead : iu.cacheReadTokens || 0;
+  const outTok = fromLog ? lu.output : iu.outputTokens || 0;
+  $('usage-chip').textContent = `${fmtTokens(inTok)} in · ${fmtTokens(outTok)} out`;
+  $('usage-chip').title = `Token usage: ${inTok} input (${cached} from cache), ${outTok} output`;
   const ctx = info && info.context;
   const used = m.contextUsed || (ctx && ctx.usedTokens) || 0;
   const win = m.contextWindow || (ctx && ctx.windowTokens) || 0;
