@@ -114,8 +114,6 @@ export class SessionModel {
           b.text += c.text || '';
         } else if (c.type === 'tool-call-delta' && c.name) {
           it.preparing = c.name;
-        } else if (c.type === 'usage' && c.usage) {
-          it.liveUsage = c.usage;
         } else {
           return ch;
         }
@@ -255,6 +253,9 @@ export class SessionModel {
         if (it && !it.done) { it.blocks = []; touch(it.key); }
         break;
       }
+      case 'session/end-seed':
+        touch(this.add(`seed:${ev.seq}`, { kind: 'note', tone: 'info', text: 'Forked here: everything above was inherited from the parent session.' }).key);
+        break;
       case 'compaction/end':
         touch(this.add(`c:${ev.seq}`, { kind: 'note', tone: 'info', text: 'Earlier context was summarised to make room (compaction).' }).key);
         break;
