@@ -56,6 +56,7 @@ export const api = {
   answer: (id, approvalId, decision, feedback) =>
     request('POST', `/api/sessions/${enc(id)}/approvals/${enc(approvalId)}`, feedback ? { decision, feedback } : { decision }),
   tree: (id) => request('GET', `/api/sessions/${enc(id)}/tree`),
+  fork: (id) => request('POST', `/api/sessions/${enc(id)}/fork`, {}),
   workspaces: () => request('GET', '/api/workspaces'),
   addWorkspace: (path, title) => request('POST', '/api/workspaces', title ? { path, title } : { path }),
   directories: (path) => request('GET', '/api/directories' + (path ? '?path=' + enc(path) : '')),

@@ -4,7 +4,7 @@
 // subagent tree and background jobs.
 import { api, Stream } from './api.js';
 import { SessionModel, EVENT_TYPES } from './model.js';
-import { h, renderItem, fmtTokens, diffView, proposedDiff } from './render.js';
+import { h, renderItem, fmtTokens, diffView, proposedDiff, isSubagent } from './render.js';
 import { renderSidebar } from './sidebar.js';
 import { setupDialog } from './dialog.js';
 import { renderTree, renderJobs } from './panel.js';
@@ -38,7 +38,7 @@ function toast(msg) {
 
 async function loadSessions() {
   try {
-    const [s, w] = await Promise.all([api.sessions(), api.workspaces().catch((e) => (e.status === 404 ? null : Promise.reject(e)))]);
+    const [s, w] = await Promise.all([api.sessions({ children: true }), api.workspaces().catch((e) => (e.status === 404 ? null : Promise.reject(e)))]);
     state.sessions = s.sessions || [];
     state.workspaces = w ? w.workspaces || [] : null;
   } catch (err) {
@@ -241,7 +241,7 @@ function paint() {
   }
   v.dirty.clear();
   // A session with nothing to show yet says where it runs and what next.
-  const fresh = v.model.order.length === 0 && v.info && !(v.info.child || v.info.header.parentSession);
+  const fresh = v.model.order.length === 0 && v.info && !isSubagent(v.info);
   $('fresh').hidden = !fresh;
   if (fresh) {
     $('fresh-text').replaceChildren('Tell dsh what to do in ', h('code', { text: v.info.header.cwd }), '. Enter sends; Shift+Enter adds a line.');
@@ -310,7 +310,8 @@ function paintStrip() {
   $('ctx-fill').className = 'ctx-fill' + (frac > 0.85 ? ' hot' : frac > 0.6 ? ' warm' : '');
   $('ctx-text').textContent = win ? `${Math.round(frac * 100)}% of ${fmtTokens(win)}` : 'context —';
   $('ctx').setAttribute('aria-label', win ? `Context ${Math.round(frac * 100)} percent used` : 'Context use unknown');
-  const child = info && (info.child || info.header.parentSession);
+  const child = isSubagent(info);
+  $('fork-btn').hidden = !info || child;
   const banner = $('readonly-banner');
   banner.hidden = !child;
   const parent = child ? info.parentId || info.header.parentSession || '' : '';
@@ -531,6 +532,16 @@ function wire() {
   $('steer-btn').addEventListener('click', () => send('steer'));
   $('cancel-btn').addEventListener('click', cancelTurn);
   $('panel-toggle').addEventListener('click', () => togglePanel());
+  $('fork-btn').addEventListener('click', async () => {
+    if (!view) return;
+    try {
+      const info = await api.fork(view.id);
+      upsertSession(info);
+      location.hash = `#/s/${info.header.id}`;
+    } catch (err) {
+      toast(err.message);
+    }
+  });
   // Narrow screens: the sidebar is an overlay, closed again by a choice.
   const setNav = (open) => { document.body.classList.toggle('nav-open', open); $('nav-toggle').setAttribute('aria-expanded', String(open)); };
   $('nav-toggle').addEventListener('click', () => setNav(!document.body.classList.contains('nav-open')));

@@ -21,6 +21,15 @@ export function h(tag, attrs, ...children) {
   return el;
 }
 
+/**
+ * isSubagent tells a subagent's session (read-only here: its parent
+ * drives it) from a fork, which has a parent too but is a session of its own.
+ */
+export function isSubagent(info) {
+  const hd = (info && info.header) || {};
+  return hd.origin === 'subagent' || hd.delegationDepth > 0;
+}
+
 /** fmtTokens writes 1234 as 1.2k. */
 export function fmtTokens(n) {
   if (!n) return '0';

@@ -1,6 +1,6 @@
 // sidebar.js: sessions grouped by workspace, with live status from the
 // host feed (/api/events).
-import { h } from './render.js';
+import { h, isSubagent } from './render.js';
 
 function ago(ms) {
   if (!ms) return '';
@@ -27,7 +27,7 @@ export function statusOf(state, s) {
 /** renderSidebar redraws the workspace groups. */
 export function renderSidebar(state) {
   const nav = document.getElementById('session-nav');
-  const top = state.sessions.filter((s) => !s.child);
+  const top = state.sessions.filter((s) => !isSubagent(s));
   const groups = [];
   const placed = new Set();
   for (const w of state.workspaces || []) {
@@ -59,7 +59,7 @@ export function renderSidebar(state) {
         'data-session': s.header.id, title: s.title || s.header.id,
       },
       h('span', { class: `dot ${st}`, role: 'img', 'aria-label': st }),
-      h('span', { class: 'sess-title', text: s.title || 'Untitled session' }),
+      h('span', { class: 'sess-title', text: s.title || 'Untitled session' }, s.header.parentSession ? h('span', { class: 'fork-mark', text: 'fork' }) : null),
       h('span', { class: 'sess-meta', text: st === 'awaiting-approval' ? 'needs approval' : st === 'running' ? 'running…' : ago(s.updatedAt) })));
     }));
     if (!g.sessions.length) list.append(h('li', { class: 'muted small pad', text: 'No sessions yet' }));
