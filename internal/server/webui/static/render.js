@@ -250,6 +250,9 @@ export function toolCard(it) {
       if (it.result && resultText) body.append(h('details', { open: it.status === 'error' }, h('summary', { text: 'Result' }), outputBlock(resultText, it.status === 'error' ? 'err' : '')));
   }
   if (it.result && it.result.error && it.result.error.reason) body.append(h('div', { class: 'err-line', text: it.result.error.reason }));
+  if (it.approval && it.approval.decided && it.approval.decided.outcome === 'allowed-once') {
+    body.append(h('div', { class: 'muted small approved', text: `Allowed once${it.approval.decided.by ? ' by the ' + it.approval.decided.by : ''}${it.approval.reason ? ' · ' + it.approval.reason : ''}` }));
+  }
   if (!it.result && it.approval && it.approval.decided && it.approval.decided.outcome !== 'allowed-once') {
     const d = it.approval.decided;
     body.append(h('div', { class: 'err-line', text: `Approval ${d.outcome}${d.by ? ' by ' + d.by : ''}${d.feedback ? ': ' + d.feedback : d.reason ? ': ' + d.reason : ''}` }));
