@@ -69,7 +69,9 @@ export class SessionModel {
     const ch = { keys: [], flags: new Set() };
     if (typeof ev.seq !== 'number' || ev.seq <= this.lastSeq) return ch;
     this.lastSeq = ev.seq;
-    const d = ev.data || {};
+    // session.Event marshals its payload as "data" (the contract's sketch
+    // calls it "payload"; either is read).
+    const d = ev.data || ev.payload || {};
     const touch = (k) => ch.keys.push(k);
     switch (ev.type) {
       case 'turn/start':
