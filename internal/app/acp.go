@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v4"
@@ -31,14 +32,14 @@ type acpAgentDef struct {
 	Tool string `yaml:"tool,omitempty"`
 }
 
-var acpName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,40}$`)
+var acpName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,40}$`) })
 
 func decodeACPAgent(n *yaml.Node) (any, error) {
 	d, err := compose.Decode(n, acpAgentDef{})
 	if err != nil {
 		return nil, err
 	}
-	if !acpName.MatchString(d.Name) {
+	if !acpName().MatchString(d.Name) {
 		return nil, fmt.Errorf("name %q must be lower-case letters, digits, - or _", d.Name)
 	}
 	if len(d.Command) == 0 {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/config"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/projection"
 	"github.com/dsh-dev/dsh/internal/prompt"
@@ -34,6 +36,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
+	toolsmcp "github.com/dsh-dev/dsh/internal/tools/mcp"
 )
 
 // Version is the dsh version string, set by the linker for releases.
@@ -57,12 +60,16 @@ type App struct {
 	manager   *subagent.Manager // guarded by subMu; continuable children
 
 	codex codexState // the Codex provider, built on first use
+	mcp   mcpState   // the profile's MCP servers, started on first use
 
 	Home        string
 	Config      config.Config
 	Store       store.Store
 	Catalog     *provider.Catalog
 	Composition *compose.Composition
+
+	// extraTools are Options.Tools, registered in every top-level session.
+	extraTools []tool.Definition
 }
 
 // ConfigError marks errors in configuration or usage (exit code 2).
@@ -75,13 +82,25 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 type Options struct {
 	// Patches are --patch files applied after config.yaml, in order.
 	Patches []string
+	// Home, when set, is $DSH_HOME for this app (a program embedding dsh
+	// names its own); "" reads $DSH_HOME, else ~/.dsh.
+	Home string
+	// Tools are extra tools (an embedding program's) registered in every
+	// top-level session beside the profile's, run through the same
+	// pipeline: permission rules, approvals, hooks and logging apply.
+	Tools []tool.Definition
 }
 
 // Compose loads the configuration and composes the profile without
 // opening the store (for dsh config dump).
 func Compose(o Options) (string, config.Config, *compose.Composition, error) {
-	home, err := config.Home()
-	if err != nil {
+	home := o.Home
+	var err error
+	if home == "" {
+		if home, err = config.Home(); err != nil {
+			return "", config.Config{}, nil, &ConfigError{err}
+		}
+	} else if home, err = filepath.Abs(home); err != nil {
 		return "", config.Config{}, nil, &ConfigError{err}
 	}
 	cfg, err := config.Load(home)
@@ -111,6 +130,14 @@ func Compose(o Options) (string, config.Config, *compose.Composition, error) {
 		}
 		home2.Rows = append([]compose.Row{{ID: "model", Module: "model", Config: node}}, home2.Rows...)
 	}
+	if len(cfg.MCPServers) > 0 {
+		rows, err := mcpRows(cfg.MCPServers)
+		if err != nil {
+			return "", cfg, nil, err
+		}
+		// First in the layer, so a profile row with the same id wins.
+		home2.Rows = append(rows, home2.Rows...)
+	}
 	layers := []compose.Layer{{Source: "built-in", Rows: base}, home2}
 	for _, p := range o.Patches {
 		l, err := compose.PatchFile(p)
@@ -129,18 +156,56 @@ func Compose(o Options) (string, config.Config, *compose.Composition, error) {
 // Open composes the configuration and opens the embedded store
 // $DSH_HOME/dsh.db, creating the directory as needed.
 func Open(ctx context.Context, o Options) (*App, error) {
+	// An existing store opens while the profile is composed: the two are
+	// independent and each is a good part of the start-up. A new one is
+	// created only once the configuration proved valid.
+	early := openExistingStore(ctx)
 	home, cfg, comp, err := Compose(o)
 	if err != nil {
+		if st, _ := early(); st != nil {
+			st.Close()
+		}
 		return nil, err
 	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", home, err)
+	st, err := early()
+	if st == nil && err == nil {
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", home, err)
+		}
+		st, err = sqlite.Open(ctx, filepath.Join(home, "dsh.db"))
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(home, "dsh.db"))
 	if err != nil {
 		return nil, err
 	}
-	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub()}, nil
+	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub(),
+		extraTools: append([]tool.Definition(nil), o.Tools...)}, nil
+}
+
+// openExistingStore starts opening $DSH_HOME/dsh.db on another goroutine
+// when the file exists, and returns the function that waits for it: a
+// nil store and nil error when it was not tried.
+func openExistingStore(ctx context.Context) func() (*sqlite.Store, error) {
+	home, err := config.Home()
+	if err != nil {
+		return func() (*sqlite.Store, error) { return nil, nil }
+	}
+	path := filepath.Join(home, "dsh.db")
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return func() (*sqlite.Store, error) { return nil, nil }
+	}
+	type opened struct {
+		st  *sqlite.Store
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		st, err := sqlite.Open(ctx, path)
+		ch <- opened{st, err}
+	}()
+	return sync.OnceValues(func() (*sqlite.Store, error) {
+		o := <-ch
+		return o.st, o.err
+	})
 }
 
 // Close stops every continuable child and background job, then
@@ -152,6 +217,7 @@ func (a *App) Close() error {
 	if a.jobs != nil {
 		_ = a.jobs.reg.Close()
 	}
+	a.closeMCP()
 	return a.Store.Close()
 }
 
@@ -180,6 +246,14 @@ type SessionOptions struct {
 	// Holder says what holds the session's lease while it is open ("dsh
 	// run"), for the message a second process gets; "" means "dsh".
 	Holder string
+	// Origin and OriginInfo go into a new session's header (automated
+	// sessions: "schedule", "github").
+	Origin     string
+	OriginInfo *session.OriginInfo
+	// MCPServers are MCP servers for this session only, beside the
+	// profile's (e.g. the mcpServers an ACP client sends in session/new):
+	// started when the session is wired, stopped by Session.Close.
+	MCPServers []mcp.ServerConfig
 }
 
 // Session is a wired agent over a live session log.
@@ -204,6 +278,12 @@ type Session struct {
 	// lease is the session lease this process holds (nil for children,
 	// which their parent's process writes).
 	lease store.Lease
+	// hooks are the session's user hooks (nil: none configured).
+	hooks *sessionHooks
+	// mcpBridge keeps the registry in step with the MCP servers;
+	// mcpOwn are the session's own servers (SessionOptions.MCPServers).
+	mcpBridge *toolsmcp.Bridge
+	mcpOwn    *mcp.Manager
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -231,14 +311,22 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	log, lease, err := a.openLog(ctx, o)
+	log, leased, err := a.openLog(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	s, err := a.wire(ctx, log, route, effort, wiring{
-		human: o.Human, permPreset: o.Permission, approval: o.Approval,
+		human: o.Human, permPreset: o.Permission, approval: o.Approval, extraTools: a.extraTools, mcpServers: o.MCPServers,
 	})
-	if err != nil {
+	// A new session is stored and leased while it is wired.
+	lease, lerr := leased()
+	switch {
+	case lerr != nil:
+		if s != nil {
+			s.Close() // without a lease it only undoes the wiring
+		}
+		return nil, lerr
+	case err != nil:
 		return nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
 	}
 	s.lease = lease
@@ -276,6 +364,8 @@ type wiring struct {
 	extraTools []tool.Definition
 	// persona is an extra system prompt section (subagent children).
 	persona string
+	// mcpServers are the session's own MCP servers.
+	mcpServers []mcp.ServerConfig
 }
 
 // wire builds the agent for an opened log from the composed profile.
@@ -292,7 +382,8 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		reg: tool.NewRegistry(), prompt: prompt.NewAssembler(), runtime: &prompt.Runtime{},
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
 		app: a, human: w.human, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
-		warn: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
+		warn:   func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
+		effort: string(effort),
 	}
 	e.pipe = tool.NewPipeline(e.reg)
 	for _, t := range preset.Tools {
@@ -315,6 +406,17 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		}
 		return ag.Inject(m)
 	}
+	e.steer = func(m llm.Message) error {
+		if ag == nil {
+			return errors.New("agent not started")
+		}
+		return ag.Steer(m)
+	}
+	e.cancelTurn = func() {
+		if ag != nil {
+			_ = ag.Cancel("hook", true)
+		}
+	}
 	if w.permPreset != "" {
 		if _, ok := permission.LookupPreset(w.permPreset); !ok {
 			return nil, &ConfigError{fmt.Errorf("unknown permission preset %q (want read-only, workspace-write, auto or full-access)", w.permPreset)}
@@ -325,6 +427,19 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 			return nil, &ConfigError{err}
 		}
 	}
+	// User hooks attach first: their pre-step runs after compaction's (which
+	// puts itself first) and their pre-execute before the permission rules.
+	resumed := len(log.Events()) > 0
+	userHooks, err := e.installHooks(ctx, resumed)
+	if err != nil {
+		return nil, err
+	}
+	hooksDone := false
+	defer func() {
+		if !hooksDone {
+			userHooks.abort() // the wiring failed: no session to end
+		}
+	}()
 	// Early plugins (permissions, web) set up what tool rows build on.
 	for _, early := range []bool{true, false} {
 		for _, entry := range a.Composition.Entries {
@@ -350,6 +465,24 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 			return nil, err
 		}
 	}
+	// MCP tools follow a child's tool filter like the preset's tools: an
+	// allow-list offers only what it names, a deny-list removes.
+	offer := func(name string) bool {
+		return (len(w.allow) == 0 || slices.Contains(w.allow, name)) && !slices.Contains(w.deny, name)
+	}
+	mcpOwn, mcpBridge, err := a.wireMCP(ctx, e, w.mcpServers, offer)
+	if err != nil {
+		return nil, err
+	}
+	wired := false
+	defer func() {
+		if !wired {
+			if mcpBridge != nil {
+				mcpBridge.Close()
+			}
+			mcpOwn.Close()
+		}
+	}()
 	for name := range e.tools {
 		if e.declined[name] {
 			continue
@@ -391,9 +524,16 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	if err := proj.Register(catalog.Unit(log.Header())); err != nil {
 		return nil, err
 	}
+	for _, m := range contextMessages(e.pendingContext) {
+		if err := ag.Inject(m); err != nil {
+			return nil, err
+		}
+	}
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler}, nil
+	wired, hooksDone = true, true
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
+		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks}, nil
 }
 
 func newMessageID() string {
@@ -407,8 +547,10 @@ func newMessageID() string {
 // openLog creates a new session or loads (and repairs) one to resume,
 // holding its lease: a session another live process holds fails with a
 // *store.BusyError, and one whose holder was killed is taken over and
-// repaired. The caller releases the lease.
-func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, store.Lease, error) {
+// repaired. The lease comes from the returned function, which waits for
+// it (a new session is created and leased on another goroutine; see
+// pendingLease); the caller releases it.
+func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, func() (store.Lease, error), error) {
 	holder := o.Holder
 	if holder == "" {
 		holder = "dsh"
@@ -444,7 +586,7 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, stor
 		if err != nil {
 			return nil, nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
 		}
-		return log, lease, nil
+		return log, func() (store.Lease, error) { return lease, nil }, nil
 	}
 	cwd, err := resolveCwd(o.Cwd)
 	if err != nil {
@@ -461,19 +603,14 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, stor
 	if err != nil {
 		return nil, nil, err
 	}
-	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset}
-	if err := a.Store.Create(ctx, h); err != nil {
-		return nil, nil, err
-	}
-	lease, err := a.Store.Acquire(ctx, h.ID, holder)
+	h := session.Header{Version: session.FormatVersion, ID: sid.String(), CreatedAt: time.Now().UnixMilli(), Cwd: cwd, AgentPreset: preset,
+		Origin: o.Origin, OriginInfo: o.OriginInfo}
+	p := startPendingLease(ctx, a.Store, h, holder)
+	log, err := session.NewLog(h, nil, p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, errors.Join(err, p.release(context.WithoutCancel(ctx)))
 	}
-	log, err := session.NewLog(h, nil, lease)
-	if err != nil {
-		return nil, nil, errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
-	}
-	return log, lease, nil
+	return log, p.wait, nil
 }
 
 // resumeLog loads and repairs a leased session and opens its live log.
@@ -537,14 +674,23 @@ func (a *App) LatestSession(ctx context.Context, cwd string) (string, error) {
 }
 
 func (a *App) latestSession(ctx context.Context, cwd string) (string, error) {
-	entries, err := a.Store.List(ctx, store.ListFilter{Cwd: cwd, TopLevelOnly: true})
-	if err != nil {
-		return "", err
-	}
-	for _, e := range entries { // newest first
-		if e.Err == nil && e.Header.Cwd == cwd && e.Header.ParentSession == "" {
-			return e.Header.ID, nil
+	// Newest first, a page at a time: the first readable one is nearly
+	// always on the first page, however many sessions the directory has.
+	f := store.ListFilter{Cwd: cwd, TopLevelOnly: true, Limit: 16}
+	for {
+		entries, err := a.Store.List(ctx, f)
+		if err != nil {
+			return "", err
 		}
+		for _, e := range entries {
+			if e.Err == nil && e.Header.Cwd == cwd && e.Header.ParentSession == "" {
+				return e.Header.ID, nil
+			}
+		}
+		if len(entries) < f.Limit {
+			return "", &ConfigError{ErrNoSession}
+		}
+		c := store.CursorOf(entries[len(entries)-1])
+		f.Before = &c
 	}
-	return "", &ConfigError{ErrNoSession}
 }

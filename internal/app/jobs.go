@@ -148,9 +148,15 @@ func (s *Session) NoteHumanTurn() { s.jobs.notifier.NoteHumanTurn(s.Log.ID()) }
 // process holds the lease of, what is still pending is flushed and the
 // lease released, so another process can resume it at once.
 func (s *Session) Close() {
-	// The title call appends to the log: it ends before the flush.
+	// The title call and SessionEnd hooks append to the log: they end
+	// before the flush.
 	s.SettleTitle(context.Background())
+	s.hooks.close("other")
 	s.jobs.detach(s.Log.ID())
+	if s.mcpBridge != nil {
+		s.mcpBridge.Close()
+	}
+	s.mcpOwn.Close()
 	if s.live != nil {
 		s.live.remove(s.Log.ID())
 	}

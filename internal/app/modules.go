@@ -72,6 +72,16 @@ type env struct {
 	subagentMode   string
 	// warn reports a non-fatal problem to the user.
 	warn func(format string, args ...any)
+	// steer and cancelTurn reach the agent once it exists (user hooks).
+	steer      func(llm.Message) error
+	cancelTurn func()
+	// compactHooks are the user PreCompact/PostCompact hooks (nil: none).
+	compactHooks *compaction.Hooks
+	// effort is the session's reasoning effort ("" = the model's default).
+	effort string
+	// pendingContext is hook context (SessionStart) injected into the
+	// first step once the agent exists.
+	pendingContext []string
 	// titler makes the session-title call (the session-title module).
 	titler *titler
 }
@@ -313,5 +323,6 @@ func modules() *compose.Registry {
 	registerACPModules(must)
 	registerCodexModules(must)
 	registerClaudeModules(must)
+	registerMCPModules(must)
 	return r
 }

@@ -31,6 +31,7 @@ func (c compactionDef) compactor(e *env) *compaction.Compactor {
 	if o.ContextWindow == 0 {
 		o.ContextWindow = e.route.Model.ContextWindow
 	}
+	o.Hooks = e.compactHooks
 	return compaction.New(o)
 }
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/store"
@@ -35,8 +36,8 @@ type IO struct {
 }
 
 // usage is the overview a bare "dsh" prints; it is built from the help
-// table, so every command appears in it.
-var usage = usageText()
+// table, so every command appears in it, when first needed.
+var usage = sync.OnceValue(usageText)
 
 // Main runs dsh with args (without the program name) and returns the exit
 // code.
@@ -44,7 +45,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	if len(args) == 0 {
 		// Without a command there is nothing to run: the overview goes to
 		// stderr and the exit status says it was not a success.
-		fmt.Fprint(stdio.Stderr, usage)
+		fmt.Fprint(stdio.Stderr, usage())
 		return ExitUsage
 	}
 	if args[0] == "help" {
@@ -79,14 +80,24 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return serveCmd(ctx, args[1:], stdio)
 	case "delegate":
 		return delegateCmd(ctx, args[1:], stdio)
+	case "hooks":
+		return hooksCmd(ctx, args[1:], stdio)
+	case "schedule":
+		return scheduleCmd(ctx, args[1:], stdio)
+	case "mcp":
+		return mcpCmd(ctx, args[1:], stdio)
+	case "acp":
+		return acpCmd(ctx, args[1:], stdio)
+	case "rpc":
+		return rpcCmd(ctx, args[1:], stdio)
 	case "version", "--version":
 		fmt.Fprintln(stdio.Stdout, "dsh", app.Version)
 		return ExitOK
 	case "-h", "-help", "--help":
-		fmt.Fprint(stdio.Stdout, usage)
+		fmt.Fprint(stdio.Stdout, usage())
 		return ExitOK
 	}
-	fmt.Fprintf(stdio.Stderr, "dsh: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stdio.Stderr, "dsh: unknown command %q\n\n%s", args[0], usage())
 	return ExitUsage
 }
 

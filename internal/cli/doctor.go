@@ -25,7 +25,7 @@ type check struct {
 // doctorCmd lists what dsh needs and every optional integration as found,
 // missing or broken, with the reason and the fix, so a user knows what
 // dsh can do on this machine. It exits 1 when anything is broken.
-func doctorCmd(_ context.Context, args []string, stdio IO) int {
+func doctorCmd(ctx context.Context, args []string, stdio IO) int {
 	if len(args) != 0 {
 		fmt.Fprintln(stdio.Stderr, "usage: dsh doctor")
 		return ExitUsage
@@ -117,6 +117,13 @@ func doctorCmd(_ context.Context, args []string, stdio IO) int {
 			} else {
 				add(check{st.Name, "ok", "ACP subagent (" + st.Path + ")", ""})
 			}
+		}
+	}
+	if comp != nil {
+		if cfgs, err := app.MCPServers(comp); err != nil {
+			add(check{"mcp servers", "error", err.Error(), "fix the mcp_servers entries"})
+		} else if len(cfgs) > 0 {
+			checks = append(checks, mcpDoctorChecks(ctx, cfgs)...)
 		}
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)

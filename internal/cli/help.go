@@ -49,9 +49,12 @@ prompt; put "--" before a prompt that starts with "-".`,
   --continue            continue the newest session of this directory
   --permission PRESET   read-only, workspace-write (default), auto or full-access
   --approval POLICY     ask (default) or never
+  --mcp-prompt SPEC     render the MCP prompt SERVER:PROMPT (or SERVER:PROMPT:{"arg":"value"})
+                        as the user message, before PROMPT (which may then be left out)
   --patch FILE          apply this profile patch file after config.yaml (repeatable)`,
 		examples: []string{
 			`dsh run "fix the failing test in ./parser"`,
+			`dsh run --mcp-prompt 'github:review-pr:{"number":"42"}'`,
 			`git diff | dsh run --permission read-only "review this diff" -`,
 			`dsh run --continue "now add a test for it"`,
 			`dsh run --json --resume 0197c3e2-5b1a-7c4e-9d2f-1a2b3c4d5e6f "summarise what you did"`,
@@ -150,6 +153,39 @@ existing workspace and changes nothing.`,
 		examples: []string{"dsh workspace rm 5f0c2a1e"},
 	},
 
+	// The mcp subcommands.
+	{
+		path:    "mcp",
+		summary: "inspect the configured MCP servers and call their tools",
+		text: `MCP servers are configured under mcp_servers in config.yaml (or as
+"mcp-server" profile rows); their tools reach the model as
+mcp__SERVER__TOOL and run through approval like any tool: a server with
+approval ask (the default) asks before every call.`,
+		examples: []string{"dsh mcp list", `dsh mcp call everything echo '{"message":"hi"}'`},
+	},
+	{
+		path:     "mcp list",
+		synopsis: []string{"mcp list [--json] [--patch FILE]..."},
+		summary:  "start every configured MCP server once and show its state",
+		text: `STATE is connected, failed or disabled; TOOLS counts the tools offered to the
+model (after the tools allow/deny filter), with +resources and +prompts
+when the server has them; SOURCE is the file and row that configure it.`,
+		flags: `  --json         print the servers as a JSON array
+  --patch FILE   apply this profile patch file after config.yaml (repeatable)`,
+		examples: []string{"dsh mcp list", "dsh mcp list --json"},
+	},
+	{
+		path:     "mcp call",
+		synopsis: []string{"mcp call [--json] [--patch FILE]... SERVER TOOL [JSON]"},
+		summary:  "call one tool of one MCP server directly, for debugging",
+		text: `TOOL is the server's own tool name (not mcp__SERVER__TOOL); JSON is the
+arguments object (default {}). No model and no approval are involved. The
+exit status is 1 when the call fails or the tool reports an error.`,
+		flags: `  --json         print the server's whole result as JSON
+  --patch FILE   apply this profile patch file after config.yaml (repeatable)`,
+		examples: []string{`dsh mcp call everything echo '{"message":"hi"}'`, `dsh mcp call --json fs list_directory '{"path":"."}'`},
+	},
+
 	{
 		path:     "compact",
 		synopsis: []string{"compact [--model P/M] [--patch FILE]... ID"},
@@ -222,7 +258,7 @@ do not count.`,
 	},
 	{
 		path:     "serve",
-		synopsis: []string{"serve [--listen ADDR] [--trusted-host HOST]... [--open]"},
+		synopsis: []string{"serve [--listen ADDR] [--trusted-host HOST]... [--open] [--github-webhook ADDR]"},
 		summary:  "host sessions behind an HTTP API and a web UI",
 		text: `Runs the session host until SIGINT or SIGTERM. The first line on standard
 output is "dsh serve listening on http://HOST:PORT"; the next one is the URL
@@ -231,14 +267,152 @@ first start and kept in $DSH_HOME/serve/token (mode 0600); API clients send
 it as "Authorization: Bearer TOKEN". Requests must name this server in their
 Host header (a loopback name or address, the listen address, or a
 --trusted-host). On SIGINT/SIGTERM running turns are cancelled, logs flushed
-and session leases released. The API is described at /api/openapi.json.`,
+and session leases released. The API is described at /api/openapi.json.
+Scheduled runs ("dsh schedule") fire from start-up. With --github-webhook, a
+second listener takes GitHub review deliveries: signed with the secret named
+by github.webhook_secret_env, matched against github.repositories, each
+accepted delivery recorded before the 202 and reviewed read-only in a worktree
+at the pull request's head commit; with github.token_env set the review is
+posted back.`,
 		flags: `  --listen ADDR          address to listen on (default 127.0.0.1:3080; port 0 picks a free one)
   --trusted-host HOST    another Host header value to accept, e.g. a name behind a proxy (repeatable)
-  --open                 open the web UI in a browser (xdg-open or open)`,
+  --open                 open the web UI in a browser (xdg-open or open)
+  --github-webhook ADDR  also listen on ADDR for GitHub deliveries (only POST /github; see the github section of config.yaml)`,
 		examples: []string{
 			"dsh serve",
 			"dsh serve --listen 127.0.0.1:0 --open",
 			"curl -H \"Authorization: Bearer $(cat ~/.dsh/serve/token)\" http://127.0.0.1:3080/api/sessions",
+		},
+	},
+	// The automation commands: user hooks and scheduled runs (issue 17).
+	{
+		path:    "hooks",
+		summary: "list, trust and test user hooks (Claude Code's hooks format)",
+		text: `Hooks are shell commands run on events (SessionStart, UserPromptSubmit,
+PreToolUse, PermissionRequest, PostToolUse, PostToolUseFailure, PreCompact,
+PostCompact, Stop, SubagentStart, SubagentStop, SessionEnd, Notification) with a
+JSON payload on standard input, as Claude Code runs them. They come from
+$DSH_HOME/hooks.json and <project>/.dsh/hooks.json (run only once trusted), and
+with "hooks: {import: [claude, codex]}" in config.yaml also from
+.claude/settings.json and ~/.codex/hooks.json. Exit code 2 blocks with standard
+error as the reason; JSON on standard output may decide (deny > ask > allow).`,
+		examples: []string{"dsh hooks list", "dsh hooks trust", `dsh hooks test PreToolUse --tool bash --input '{"command":"rm -rf /"}'`},
+	},
+	{
+		path:     "hooks list",
+		synopsis: []string{"hooks list [--cwd DIR] [--json]"},
+		summary:  "show the effective hooks and the file each came from",
+		flags: `  --cwd DIR   session directory whose hooks to list (default: the current directory)
+  --json      print the hooks as a JSON array`,
+		examples: []string{"dsh hooks list", "dsh hooks list --json --cwd ~/src/parser"},
+	},
+	{
+		path:     "hooks trust",
+		synopsis: []string{"hooks trust [DIR]"},
+		summary:  "trust the project hooks file of DIR (default: the current directory)",
+		text: `Records the SHA-256 of <project>/.dsh/hooks.json (and of .claude/settings.json
+when the claude import is on) in $DSH_HOME/hooks-trust.json. A project file runs
+only while its content is the trusted one: after an edit, trust it again.`,
+		examples: []string{"dsh hooks trust", "dsh hooks trust ~/src/parser"},
+	},
+	{
+		path:     "hooks test",
+		synopsis: []string{"hooks test EVENT [--tool NAME] [--input JSON] [--match SUBJECT] [--cwd DIR]"},
+		summary:  "run the hooks of EVENT on a sample payload and print what they decided",
+		flags: `  --tool NAME      tool name of a tool event (also what the matcher sees)
+  --input JSON     tool_input of a tool event (default {})
+  --match SUBJECT  matcher subject of another event (source, trigger, notification type)
+  --cwd DIR        session directory whose hooks to run (default: the current directory)`,
+		examples: []string{"dsh hooks test PreToolUse --tool bash --input '{\"command\":\"git push\"}'", "dsh hooks test Stop"},
+	},
+	{
+		path:    "schedule",
+		summary: "add, list, remove and run scheduled runs (fired by dsh serve)",
+		text: `A schedule runs a prompt in a fresh session on a cron expression, an interval
+or once. "dsh serve" fires due schedules from its start, with or without a
+client; each firing's session header has origin {"kind":"schedule","id":…,
+"fireTime":…}. A firing while the previous run of the same schedule still
+runs is skipped; firings missed while no server ran are run once at start-up.
+Nobody is there to answer an approval, so a schedule's approval policy is
+never (an ask is refused) or auto (the automatic reviewer answers).`,
+		examples: []string{`dsh schedule add --cron "0 9 * * 1-5" --tz Europe/Paris --cwd ~/src/app --prompt "triage new issues"`, "dsh schedule list"},
+	},
+	{
+		path:     "schedule add",
+		synopsis: []string{"schedule add (--cron EXPR [--tz ZONE] | --every DURATION | --at RFC3339) --cwd DIR --prompt TEXT [flags]"},
+		summary:  "add a scheduled run",
+		text: `A cron expression has five fields (minute hour day-of-month month
+day-of-week). Across daylight-saving changes a local time that does not exist
+is skipped (with a log line) and one that happens twice fires once.`,
+		flags: `  --cron EXPR          five-field cron expression
+  --tz ZONE            time zone of --cron, e.g. Europe/Paris (default UTC)
+  --every DURATION     interval from now, e.g. 30m or 24h (at least 1s)
+  --at RFC3339         one instant, e.g. 2026-12-24T09:00:00+01:00
+  --cwd DIR            working directory of the runs (default: the current directory)
+  --prompt TEXT        the prompt of each run
+  --model P/M          model as provider/model (default: the profile's)
+  --permission PRESET  permission preset of the runs (read-only, workspace-write, auto, full-access)
+  --approval POLICY    never (default) or auto; ask is refused`,
+		examples: []string{
+			`dsh schedule add --cron "0 9 * * 1-5" --tz Europe/Paris --cwd ~/src/app --prompt "triage new issues"`,
+			`dsh schedule add --every 24h --cwd . --permission read-only --prompt "report stale branches"`,
+		},
+	},
+	{
+		path:     "schedule list",
+		synopsis: []string{"schedule list [--json]"},
+		summary:  "list the schedules with their next and last firing",
+		flags:    `  --json   print the schedules as a JSON array`,
+		examples: []string{"dsh schedule list", "dsh schedule list --json"},
+	},
+	{
+		path:     "schedule rm",
+		synopsis: []string{"schedule rm ID"},
+		summary:  "remove a schedule (its past sessions stay)",
+		examples: []string{"dsh schedule rm 0197c3e2"},
+	},
+	{
+		path:     "schedule run",
+		synopsis: []string{"schedule run ID"},
+		summary:  "run a schedule now, in this process, and print the answer",
+		text:     `The session's origin names the schedule as a firing's does; the schedule's own times do not change.`,
+		examples: []string{"dsh schedule run 0197c3e2"},
+	},
+	{
+		path:     "acp",
+		synopsis: []string{"acp [--model P/M] [--permission PRESET] [--agent-preset NAME]"},
+		summary:  "serve the Agent Client Protocol (v1) on standard input/output, for editors",
+		text: `Runs dsh as an ACP agent: newline-delimited JSON-RPC 2.0 on standard input
+and output, nothing but frames on standard output, diagnostics on standard
+error. Editors (Zed, JetBrains IDEs, Neovim plugins) start it as a
+subprocess. Sessions are dsh sessions: they can be listed, loaded (replayed)
+and resumed later, also by "dsh run --resume". When standard input ends,
+running turns are cancelled, logs flushed and the process exits 0.`,
+		flags: `  --model P/M            model of new sessions as provider/model (default from config)
+  --permission PRESET    permission preset of new sessions: read-only, workspace-write, auto or full-access
+  --agent-preset NAME    agent preset of new sessions (standard, minimal, or one from the profile)`,
+		examples: []string{
+			"dsh acp",
+			"dsh acp --permission read-only --model deepseek/deepseek-v4-pro",
+		},
+	},
+	{
+		path:     "rpc",
+		synopsis: []string{"rpc [--model P/M] [--permission PRESET] [--agent-preset NAME]"},
+		summary:  "serve dsh's JSON-RPC 2.0 runtime on standard input/output, for programs",
+		text: `Runs the dsh runtime for programs in any language: newline-delimited
+JSON-RPC 2.0 on standard input and output (methods initialize,
+session/create, session/resume, session/prompt, session/cancel,
+session/list, session/get, session/events, approval/respond; notifications
+for every session event, status change and approval). The protocol, with
+Python and Node examples, is in docs/rpc.md. When standard input ends,
+running turns are cancelled, logs flushed and the process exits 0.`,
+		flags: `  --model P/M            model of new sessions as provider/model (default from config)
+  --permission PRESET    permission preset of new sessions: read-only, workspace-write, auto or full-access
+  --agent-preset NAME    agent preset of new sessions (standard, minimal, or one from the profile)`,
+		examples: []string{
+			"dsh rpc",
+			"python3 my_agent_driver.py   # which starts: dsh rpc --permission read-only",
 		},
 	},
 	{

@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
@@ -44,6 +45,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	approval := fs.String("approval", "", "approval policy: ask (default) or never")
 	quiet := fs.Bool("quiet", false, "no progress on stderr, even on a terminal")
 	showProgress := fs.Bool("progress", false, "stream progress to stderr even when it is no terminal")
+	mcpPromptSpec := fs.String("mcp-prompt", "", "render this MCP prompt (SERVER:PROMPT or SERVER:PROMPT:JSON) as the user message, before PROMPT")
 	var patches patchFlags
 	fs.Var(&patches, "patch", "apply this profile patch file after config.yaml (repeatable)")
 	pos, err := parseInterspersed(fs, args)
@@ -52,13 +54,16 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		failed.result(err.Error())
 		return ExitUsage
 	}
-	if len(pos) != 1 {
+	if len(pos) != 1 && (len(pos) != 0 || *mcpPromptSpec == "") {
 		return failed.usage("exactly one PROMPT argument is required (use - to read stdin)")
 	}
 	if *resume != "" && *cont {
 		return failed.usage("--resume and --continue are exclusive")
 	}
-	prompt := pos[0]
+	prompt := ""
+	if len(pos) == 1 {
+		prompt = pos[0]
+	}
 	if prompt == "-" {
 		b, err := io.ReadAll(io.LimitReader(stdio.Stdin, 16<<20))
 		if err != nil {
@@ -66,7 +71,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 		prompt = string(b)
 	}
-	if strings.TrimSpace(prompt) == "" {
+	if strings.TrimSpace(prompt) == "" && *mcpPromptSpec == "" {
 		return failed.usage("the prompt is empty")
 	}
 
@@ -104,6 +109,9 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	id := info.Header.ID
 	failed.sessionID = id
 	log, _ := h.Log(id)
+	if prompt, err = mcpPrompt(ctx, func(name string) (*mcp.Server, bool) { return h.MCPServer(id, name) }, *mcpPromptSpec, prompt); err != nil {
+		return failed.fail(err)
+	}
 	// The event stream (--json) and the subagent activity lines follow
 	// the log from their own goroutine, so a consumer that reads stdout
 	// slowly, or not at all, never stalls the agent; everything it has

@@ -32,6 +32,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	var trusted patchFlags
 	fs.Var(&trusted, "trusted-host", "another Host header value to accept (repeatable)")
 	open := fs.Bool("open", false, "open the web UI in a browser")
+	ghAddr := fs.String("github-webhook", "", "address of the GitHub review webhook listener")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
 		return ExitUsage
@@ -76,8 +77,16 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		defer cancel()
 		return h.Close(cctx)
 	}
+	// Automation (schedules, the GitHub webhook) runs from start-up,
+	// whether or not a client ever connects; it stops before the host.
+	auto, err := startAutomation(ctx, a, h, *ghAddr, stdio)
+	if err != nil {
+		return fail(stdio, errors.Join(err, closeHost()))
+	}
+	defer auto.stop()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
+		auto.stop()
 		return fail(stdio, errors.Join(err, closeHost()))
 	}
 	addr := ln.Addr().(*net.TCPAddr)
@@ -131,6 +140,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
+	auto.stop()
 	if err := errors.Join(serveErr, closeHost()); err != nil {
 		return fail(stdio, err)
 	}

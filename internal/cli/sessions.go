@@ -14,7 +14,7 @@ import (
 
 func sessionsCmd(ctx context.Context, args []string, stdio IO) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdio.Stderr, usage)
+		fmt.Fprint(stdio.Stderr, usage())
 		return ExitUsage
 	}
 	switch args[0] {

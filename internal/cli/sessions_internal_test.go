@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -40,6 +42,19 @@ func TestShortIDsOf(t *testing.T) {
 	for _, id := range some {
 		if got[id] != want[id] {
 			t.Errorf("short(%s) = %q, want %q", id, got[id], want[id])
+		}
+	}
+	// More ids than are resolved one by one: read from every stored id.
+	if len(ids) <= maxResolvedShortIDs {
+		t.Fatalf("only %d ids", len(ids))
+	}
+	got, err = shortIDsOf(t.Context(), st, ids, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got[id] != want[id] {
+			t.Errorf("many: short(%s) = %q, want %q", id, got[id], want[id])
 		}
 	}
 }
@@ -113,4 +128,63 @@ func TestResolveDelegation(t *testing.T) {
 	if _, err := resolveDelegation(filepath.Join(dir, "none"), "d-"); err == nil || !strings.Contains(err.Error(), "no delegation id") {
 		t.Errorf("missing directory: %v", err)
 	}
+}
+
+// TestWriteListedJSON: the hand-written array is what an indenting
+// Encoder writes, byte for byte: escapes, omitted empty fields, and a
+// value with every field set (found by reflection, so a new field that
+// writeListedJSON does not know fails here).
+func TestWriteListedJSON(t *testing.T) {
+	seed := int64(3)
+	var full ListedSession
+	fillAll(reflect.ValueOf(&full).Elem())
+	lists := [][]ListedSession{{}, {{Title: "one"}}, {full}, {
+		{Header: session.Header{ID: "a", Cwd: "/w <&> \u2028\u2029 \x00\x1f\b\f\t\r\n \xff\xfe ünï", SeedLength: &seed}, Title: "t\n\"q\"\\", ShortID: "a"},
+		{Header: session.Header{ID: "b", ParentSession: "a", CreatedAt: -1}, Status: "completed", Turns: 2},
+		{Header: session.Header{ID: "c", Origin: "schedule", OriginInfo: &session.OriginInfo{ID: "s1", FireTime: "2026 <&>"}}},
+		{Header: session.Header{ID: "d", Origin: "github", OriginInfo: &session.OriginInfo{Delivery: "d", Repo: "o/r", PR: 2}}},
+	}}
+	for _, list := range lists {
+		checkListedJSON(t, list)
+	}
+}
+
+// fillAll sets every field of v to a non-zero value.
+func fillAll(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fillAll(v.Field(i))
+		}
+	case reflect.String:
+		v.SetString("x" + v.Type().Name())
+	case reflect.Int, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillAll(v.Elem())
+	}
+}
+
+func checkListedJSON(t *testing.T, list []ListedSession) {
+	t.Helper()
+	var want, got strings.Builder
+	enc := json.NewEncoder(&want)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(list); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeListedJSON(&got, list); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("got\n%s\nwant\n%s", got.String(), want.String())
+	}
+}
+
+func FuzzWriteListedJSON(f *testing.F) {
+	f.Add("/w <&>", "title \u2028", "\xff", int64(-3))
+	f.Fuzz(func(t *testing.T, cwd, title, origin string, n int64) {
+		checkListedJSON(t, []ListedSession{{Header: session.Header{ID: title, Cwd: cwd, Origin: origin, CreatedAt: n, SeedLength: &n}, Title: title, Status: origin}})
+	})
 }

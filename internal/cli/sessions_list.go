@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,44 @@ type ListedSession struct {
 	Turns     int64  `json:"turns"`
 	Events    int64  `json:"events"`
 	Status    string `json:"status"`
+}
+
+// listedExtra is ListedSession without the header.
+type listedExtra struct {
+	ShortID   string `json:"shortId"`
+	Title     string `json:"title"`
+	UpdatedAt int64  `json:"updatedAt"`
+	Turns     int64  `json:"turns"`
+	Events    int64  `json:"events"`
+	Status    string `json:"status"`
+}
+
+// MarshalJSON writes the header's fields (through session.Header's own
+// encoding, which an embedded field would otherwise make the whole
+// encoding), then the listing's.
+func (l ListedSession) MarshalJSON() ([]byte, error) {
+	hb, err := json.Marshal(l.Header)
+	if err != nil {
+		return nil, err
+	}
+	xb, err := json.Marshal(listedExtra{l.ShortID, l.Title, l.UpdatedAt, l.Turns, l.Events, l.Status})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(hb[:len(hb)-1], ','), xb[1:]...), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (l *ListedSession) UnmarshalJSON(b []byte) error {
+	var x listedExtra
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &l.Header); err != nil {
+		return err
+	}
+	l.ShortID, l.Title, l.UpdatedAt, l.Turns, l.Events, l.Status = x.ShortID, x.Title, x.UpdatedAt, x.Turns, x.Events, x.Status
+	return nil
 }
 
 // minShortID is the shortest id prefix the table prints: the first 8
@@ -69,7 +108,7 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 	} else if short, err = shortIDsOf(ctx, a.Store, ids, minShortID); err != nil {
 		return fail(stdio, err)
 	}
-	listed := []ListedSession{}
+	listed := make([]ListedSession, 0, len(entries))
 	for _, e := range entries {
 		if e.Err != nil {
 			fmt.Fprintf(stdio.Stderr, "dsh: session %s is unreadable: %v\n", e.Header.ID, e.Err)
@@ -79,9 +118,7 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 			UpdatedAt: e.UpdatedAt, Turns: e.Turns, Events: e.Events, Status: e.Status})
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(listed); err != nil {
+		if err := writeListedJSON(stdio.Stdout, listed); err != nil {
 			return fail(stdio, err)
 		}
 		return ExitOK
@@ -99,13 +136,19 @@ func sessionsList(ctx context.Context, args []string, stdio IO) int {
 		return ExitOK
 	}
 	home, _ := os.UserHomeDir()
-	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	// tabwriter writes cell by cell; unbuffered, a long listing is a
+	// system call per cell.
+	bw := bufio.NewWriterSize(stdio.Stdout, 64<<10)
+	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tUPDATED\tTURNS\tSTATUS\tDIRECTORY\tTITLE")
 	for _, l := range listed {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", l.ShortID, time.UnixMilli(l.UpdatedAt).Format("2006-01-02 15:04"),
 			l.Turns, l.Status, tildePath(l.Cwd, home), listTitle(l, short))
 	}
 	_ = tw.Flush()
+	if err := bw.Flush(); err != nil {
+		return fail(stdio, err)
+	}
 	return ExitOK
 }
 
@@ -163,10 +206,29 @@ func shortIDs(ids []string, least int) map[string]string {
 	return out
 }
 
+// maxResolvedShortIDs is how many short ids shortIDsOf finds with
+// Resolve; for more, one read of every stored id is cheaper (Resolve
+// takes several queries per id when ids share long prefixes, as UUIDv7s
+// made in the same minute do).
+const maxResolvedShortIDs = 16
+
 // shortIDsOf is shortIDs for some of the stored ids, unique among all of
 // them: each prefix is checked with the store's Resolve (an index range
-// scan), lengthened past the ids an ambiguous one matched.
+// scan), lengthened past the ids an ambiguous one matched; or, for many
+// ids, taken from shortIDs over every stored id.
 func shortIDsOf(ctx context.Context, st store.Sessions, ids []string, least int) (map[string]string, error) {
+	if len(ids) > maxResolvedShortIDs {
+		all, err := st.IDs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		short := shortIDs(all, least)
+		out := make(map[string]string, len(ids))
+		for _, id := range ids {
+			out[id] = short[id]
+		}
+		return out, nil
+	}
 	out := make(map[string]string, len(ids))
 	for _, id := range ids {
 		n := least

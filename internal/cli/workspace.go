@@ -20,7 +20,7 @@ import (
 // the same registry from the first use of either.
 func workspaceCmd(ctx context.Context, args []string, stdio IO) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdio.Stderr, usage)
+		fmt.Fprint(stdio.Stderr, usage())
 		return ExitUsage
 	}
 	switch args[0] {

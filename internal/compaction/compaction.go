@@ -97,6 +97,17 @@ type Options struct {
 	SummaryMaxTokens int `yaml:"summary_max_tokens"`
 	// Now is the clock used for Result durations; nil means time.Now.
 	Now func() time.Time `yaml:"-"`
+	// Hooks run around every compaction attempt (user PreCompact and
+	// PostCompact hooks); nil runs none.
+	Hooks *Hooks `yaml:"-"`
+}
+
+// Hooks are called around a compaction: Before once it is decided that
+// one runs (reason as in Compact), After with its result, also when it
+// failed or had nothing to shadow.
+type Hooks struct {
+	Before func(ctx context.Context, reason string)
+	After  func(ctx context.Context, reason string, res Result)
 }
 
 // Result describes one compaction attempt.
@@ -208,7 +219,7 @@ var errSurfaceChanged = errors.New("compaction: history changed during compactio
 
 // compact runs one compaction. turn is nil outside a turn. maximal keeps
 // only the shortest verbatim tail (overflow recovery).
-func (c *Compactor) compact(ctx context.Context, reason string, turn *int, maximal bool) (Result, error) {
+func (c *Compactor) compact(ctx context.Context, reason string, turn *int, maximal bool) (res Result, err error) {
 	if c.log == nil || c.opts.Adapter == nil {
 		return Result{}, errors.New("compaction: Log and Adapter are required")
 	}
@@ -218,13 +229,21 @@ func (c *Compactor) compact(ctx context.Context, reason string, turn *int, maxim
 		return Result{}, context.Cause(ctx)
 	}
 	defer func() { <-c.sem }()
+	if h := c.opts.Hooks; h != nil {
+		if h.Before != nil {
+			h.Before(ctx, reason)
+		}
+		if h.After != nil {
+			defer func() { h.After(ctx, reason, res) }()
+		}
+	}
 
 	t0 := c.opts.Now()
 	nodes := c.log.Surface()
 	st := c.m.snapshot()
 	tokens := c.m.nodeTokens(nodes)
 	window := c.Window()
-	res := Result{TokensBefore: c.m.estimate(nodes, nil)}
+	res = Result{TokensBefore: c.m.estimate(nodes, nil)}
 	// With no window known (a manual compaction before any request),
 	// keep the same fraction of the current context instead.
 	base := window

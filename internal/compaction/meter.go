@@ -39,7 +39,14 @@ type meter struct {
 	anchorTokens int   // guarded by mu
 	// replaceSeq is the latest surface replace: an anchor older than it
 	// measured a history that no longer exists.
-	replaceSeq  int64                     // guarded by mu
+	replaceSeq int64 // guarded by mu
+	// The latest request/header is kept as logged and decoded when an
+	// estimate or a compaction first needs it (headerLocked), not in
+	// fold: fold runs before Append returns, and the header (the system
+	// prompt and every tool schema, tens of KiB) is logged right before
+	// the first model request, where start-up time counts.
+	rawSeq      int64                     // guarded by mu
+	raw         json.RawMessage           // guarded by mu; nil once decoded
 	headerSeq   int64                     // guarded by mu
 	header      session.RequestHeaderData // guarded by mu
 	headerBytes int                       // guarded by mu
@@ -48,7 +55,20 @@ type meter struct {
 }
 
 func newMeter() *meter {
-	return &meter{size: map[int64]int{}, anchorSeq: -1, replaceSeq: -1, headerSeq: -1, ctxSeq: -1}
+	return &meter{size: map[int64]int{}, anchorSeq: -1, replaceSeq: -1, rawSeq: -1, headerSeq: -1, ctxSeq: -1}
+}
+
+// headerLocked decodes the latest request header if it has not been yet.
+// A header that does not decode is ignored, the previous one kept.
+func (m *meter) headerLocked() {
+	if m.raw == nil {
+		return
+	}
+	var p session.RequestHeader
+	if json.Unmarshal(m.raw, &p) == nil && m.rawSeq > m.headerSeq {
+		m.headerSeq, m.header, m.headerBytes = m.rawSeq, p.Header, headerBytes(p.Header)
+	}
+	m.raw = nil
 }
 
 // meterState is what a compaction reads from the meter at once.
@@ -60,6 +80,7 @@ type meterState struct {
 func (m *meter) snapshot() meterState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.headerLocked()
 	return meterState{header: m.header, window: m.window}
 }
 
@@ -68,13 +89,9 @@ func (m *meter) fold(e session.Event) {
 	switch e.Type {
 	case session.TypeUserMessage, session.TypeToolResult, session.TypeAssistantMsg:
 	case session.TypeRequestHeader:
-		var p session.RequestHeader
-		if e.Decode(&p) != nil {
-			return
-		}
 		m.mu.Lock()
-		if e.Seq > m.headerSeq {
-			m.headerSeq, m.header, m.headerBytes = e.Seq, p.Header, headerBytes(p.Header)
+		if e.Seq > m.rawSeq {
+			m.rawSeq, m.raw = e.Seq, e.Data
 		}
 		m.mu.Unlock()
 		return
@@ -181,6 +198,7 @@ func (s scanned) tokens(enter int) int {
 func (m *meter) scan(nodes []session.SurfaceNode) scanned {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.headerLocked()
 	s := scanned{
 		sizes:        make([]int, len(nodes)),
 		header:       m.headerBytes,

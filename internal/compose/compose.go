@@ -10,7 +10,6 @@
 package compose
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -178,15 +177,12 @@ func Decode[T any](cfg *yaml.Node, def T) (T, error) {
 	if err := Check(cfg, reflect.TypeFor[T]()); err != nil {
 		return def, err
 	}
-	raw, err := yaml.Marshal(cfg)
-	if err != nil {
-		return def, err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
+	// The node decodes as it is (re-encoding it to text and parsing that
+	// again cost a good part of composing the profile at every start).
 	out := def
-	if err := dec.Decode(&out); err != nil && !errors.Is(err, io.EOF) {
-		// Lines of the re-encoded copy mean nothing to the user.
+	if err := cfg.Load(&out, yaml.WithKnownFields()); err != nil {
+		// The row's line, as when the node was decoded from a re-encoded
+		// copy whose lines meant nothing to the user.
 		if fe, ok := Plain(err).(*FieldError); ok {
 			fe.Line = cfg.Line
 			return def, fe

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v4"
@@ -362,11 +363,15 @@ func distance(a, b string) int {
 }
 
 var (
-	yamlPrefix   = regexp.MustCompile(`^(yaml: )?((construct|unmarshal) errors:\s*)?(go-yaml load error in \w+( \([^)]*\))? at [0-9:-]+: )?`)
-	lineNumber   = regexp.MustCompile(`^line (\d+): `)
-	notFound     = regexp.MustCompile(`field (\S+) not found in type \S+`)
-	cannotDecode = regexp.MustCompile("cannot (construct|unmarshal) !!\\w+ (`[^`]*`|\\S+)? ?into \\S+")
-	goTypeName   = regexp.MustCompile(`\*?\b[a-z][a-z0-9]*\.[A-Z]\w*`)
+	yamlPrefix = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(yaml: )?((construct|unmarshal) errors:\s*)?(go-yaml load error in \w+( \([^)]*\))? at [0-9:-]+: )?`)
+	})
+	lineNumber   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+): `) })
+	notFound     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`field (\S+) not found in type \S+`) })
+	cannotDecode = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile("cannot (construct|unmarshal) !!\\w+ (`[^`]*`|\\S+)? ?into \\S+")
+	})
+	goTypeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*?\b[a-z][a-z0-9]*\.[A-Z]\w*`) })
 )
 
 // Plain turns an error of the YAML decoder into a *FieldError in plain
@@ -393,21 +398,21 @@ func Plain(err error) error {
 		if !strings.HasPrefix(s, "yaml: ") {
 			return err
 		}
-		msg, code = yamlPrefix.ReplaceAllString(s, ""), CodeSyntax
+		msg, code = yamlPrefix().ReplaceAllString(s, ""), CodeSyntax
 	}
-	msg = yamlPrefix.ReplaceAllString(msg, "")
-	if m := lineNumber.FindStringSubmatch(msg); m != nil {
+	msg = yamlPrefix().ReplaceAllString(msg, "")
+	if m := lineNumber().FindStringSubmatch(msg); m != nil {
 		fmt.Sscan(m[1], &line)
 		msg = msg[len(m[0]):]
 	}
-	if m := notFound.FindStringSubmatch(msg); m != nil {
+	if m := notFound().FindStringSubmatch(msg); m != nil {
 		return &FieldError{Code: CodeUnknownKey, Line: line, Key: m[1], Problem: fmt.Sprintf("unknown key %q", m[1])}
 	}
-	if m := cannotDecode.FindStringSubmatch(msg); m != nil {
+	if m := cannotDecode().FindStringSubmatch(msg); m != nil {
 		return &FieldError{Code: CodeBadValue, Line: line, Problem: fmt.Sprintf("the value %s cannot be used here", strings.Trim(m[2], "`"))}
 	}
 	if code == CodeSyntax {
 		msg = "this is not valid YAML: " + msg
 	}
-	return &FieldError{Code: code, Line: line, Problem: goTypeName.ReplaceAllString(msg, "a value")}
+	return &FieldError{Code: code, Line: line, Problem: goTypeName().ReplaceAllString(msg, "a value")}
 }

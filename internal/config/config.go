@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/mcp"
 )
 
 // Config is the user configuration. Every field is optional.
@@ -32,6 +33,47 @@ type Config struct {
 	// Profile rows are applied over the built-in profile (see
 	// internal/compose): a row with an existing id replaces it.
 	Profile []compose.Row `yaml:"profile"`
+	// MCPServers are Model Context Protocol servers whose tools the agent
+	// may call; each is shorthand for an "mcp-server" profile row with id
+	// "mcp.<name>".
+	MCPServers []mcp.ServerConfig `yaml:"mcp_servers"`
+	// Hooks configures user hooks beyond $DSH_HOME/hooks.json and the
+	// project's .dsh/hooks.json.
+	Hooks Hooks `yaml:"hooks"`
+	// GitHub configures the review webhook of dsh serve --github-webhook.
+	GitHub GitHub `yaml:"github"`
+}
+
+// Hooks is the hooks section of config.yaml.
+type Hooks struct {
+	// Import reads foreign hook configurations too: "claude"
+	// (.claude/settings.json of the project and the user) and "codex"
+	// (~/.codex/hooks.json).
+	Import []string `yaml:"import"`
+}
+
+// GitHub is the github section of config.yaml (the review webhook).
+type GitHub struct {
+	// WebhookSecretEnv names the variable holding the webhook secret.
+	WebhookSecretEnv string `yaml:"webhook_secret_env"`
+	// TokenEnv names the variable holding a token to post reviews with
+	// (optional: without it nothing is posted).
+	TokenEnv string `yaml:"token_env"`
+	// APIURL is the REST API base (default https://api.github.com).
+	APIURL string `yaml:"api_url"`
+	// Trigger is the comment text that asks for a review.
+	Trigger string `yaml:"trigger"`
+	// Model is the "provider/model" of review sessions ("" = default).
+	Model string `yaml:"model"`
+	// Repositories map repositories to local clones.
+	Repositories []GitHubRepository `yaml:"repositories"`
+}
+
+// GitHubRepository maps one repository to a local clone.
+type GitHubRepository struct {
+	Repo       string `yaml:"repo"`
+	Path       string `yaml:"path"`
+	Permission string `yaml:"permission"`
 }
 
 // Provider is one configured model provider.
@@ -136,6 +178,13 @@ func Parse(name string, data []byte) (Config, error) {
 			fe.Suggestion = compose.Nearest(p.Protocol, []string{"openai", "anthropic"})
 			return Config{}, compose.InFile(name, fe)
 		}
+	}
+	if err := mcp.ValidateSet(c.MCPServers); err != nil {
+		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "mcp_servers", Problem: err.Error()}
+		if v := value(doc, "mcp_servers"); v != nil {
+			fe.Line = v.Line
+		}
+		return Config{}, compose.InFile(name, fe)
 	}
 	if _, err := llm.ParseEffort(c.Effort); err != nil {
 		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "effort", Problem: fmt.Sprintf("key \"effort\" must be off, low, high or max, not %q", c.Effort),

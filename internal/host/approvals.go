@@ -30,6 +30,10 @@ type Approval struct {
 const (
 	DecisionAllowOnce = "allow-once"
 	DecisionReject    = "reject"
+	// DecisionAllowSession allows the call and, for a bash command, the
+	// same exact command for the rest of the session (a logged session
+	// grant); other calls are allowed once.
+	DecisionAllowSession = "allow-session"
 )
 
 // Answer answers a pending approval.
@@ -90,8 +94,9 @@ func (a *answerer) Answer(ctx context.Context, q permission.Question) (permissio
 	)
 	select {
 	case ans := <-p.answer:
-		if ans.Decision == DecisionAllowOnce {
-			v, outcome = permission.Verdict{Outcome: tool.AllowedOnce, Reason: "allowed by the user"}, OutcomeAllowedOnce
+		if ans.Decision == DecisionAllowOnce || ans.Decision == DecisionAllowSession {
+			v, outcome = permission.Verdict{Outcome: tool.AllowedOnce, Reason: "allowed by the user",
+				ForSession: ans.Decision == DecisionAllowSession}, OutcomeAllowedOnce
 		} else {
 			v = permission.Verdict{Outcome: tool.Rejected, Reason: "denied by the user", Feedback: ans.Feedback}
 			if ans.Feedback != "" {
@@ -148,12 +153,12 @@ func compareStrings(a, b string) int {
 // gets APPROVAL_NOT_FOUND.
 func (h *Host) Answer(ctx context.Context, sessionID, approvalID string, a Answer) error {
 	switch a.Decision {
-	case DecisionAllowOnce, DecisionReject:
+	case DecisionAllowOnce, DecisionAllowSession, DecisionReject:
 	default:
-		return errorf(CodeInvalidArgument, "decision %q: want %q or %q", a.Decision, DecisionAllowOnce, DecisionReject)
+		return errorf(CodeInvalidArgument, "decision %q: want %q, %q or %q", a.Decision, DecisionAllowOnce, DecisionAllowSession, DecisionReject)
 	}
-	if a.Decision == DecisionAllowOnce && a.Feedback != "" {
-		return errorf(CodeInvalidArgument, "feedback goes with a rejection, not with %q", DecisionAllowOnce)
+	if a.Decision != DecisionReject && a.Feedback != "" {
+		return errorf(CodeInvalidArgument, "feedback goes with a rejection, not with %q", a.Decision)
 	}
 	full, err := h.resolve(ctx, sessionID)
 	if err != nil {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -54,6 +55,23 @@ type ListFilter struct {
 	Cwd string
 	// IncludeChildren lists subagent children and forks too.
 	IncludeChildren bool
+	// IDs, when not nil, keeps only these sessions (a page of a
+	// workspace's members, say); listing order still applies.
+	IDs []string
+	// Limit keeps at most Limit sessions (0: all of them).
+	Limit int
+	// Before continues a listing after the page whose [Page.Next] it is
+	// ("": from the newest session).
+	Before string
+}
+
+// Page is one page of a listing.
+type Page struct {
+	// Sessions are newest first (by update time, then id).
+	Sessions []Info
+	// Next is the cursor of the following page (its [ListFilter.Before]);
+	// "" when this page is the last.
+	Next string
 }
 
 // JobInfo is one background job of a live session.
@@ -149,13 +167,42 @@ func (h *Host) overlay(in *Info, e *entry, detail bool) {
 }
 
 // List returns the stored sessions (summaries; no log is read) with the
-// live overlay, newest first.
+// live overlay, newest first: the page f selects, without its cursor.
 func (h *Host) List(ctx context.Context, f ListFilter) ([]Info, error) {
-	entries, err := h.app.Store.List(ctx, store.ListFilter{Cwd: f.Cwd, TopLevelOnly: !f.IncludeChildren})
-	if err != nil {
-		return nil, classify(err)
+	p, err := h.ListPage(ctx, f)
+	return p.Sessions, err
+}
+
+// ListPage returns one page of the listing f selects: at most f.Limit
+// sessions (all with 0) after the cursor f.Before, read from the store's
+// listing index, and the cursor of the next page. A session whose header
+// cannot be read is left out of the page but still moves the cursor on.
+func (h *Host) ListPage(ctx context.Context, f ListFilter) (Page, error) {
+	if f.Limit < 0 {
+		return Page{}, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("limit %d is negative", f.Limit)}
 	}
-	out := make([]Info, 0, len(entries))
+	sf := store.ListFilter{Cwd: f.Cwd, TopLevelOnly: !f.IncludeChildren, IDs: f.IDs}
+	if f.Before != "" {
+		c, err := store.ParseCursor(f.Before)
+		if err != nil {
+			return Page{}, &Error{Code: CodeInvalidArgument, Err: err}
+		}
+		sf.Before = &c
+	}
+	if f.Limit > 0 {
+		// One more than the page tells whether another page follows.
+		sf.Limit = f.Limit + 1
+	}
+	entries, err := h.app.Store.List(ctx, sf)
+	if err != nil {
+		return Page{}, classify(err)
+	}
+	var p Page
+	if f.Limit > 0 && len(entries) > f.Limit {
+		entries = entries[:f.Limit]
+		p.Next = store.CursorOf(entries[f.Limit-1]).String()
+	}
+	p.Sessions = make([]Info, 0, len(entries))
 	for _, en := range entries {
 		if en.Err != nil {
 			continue
@@ -164,9 +211,9 @@ func (h *Host) List(ctx context.Context, f ListFilter) ([]Info, error) {
 		if e, _ := h.lookup(en.Header.ID); e != nil {
 			h.overlay(&in, e, false)
 		}
-		out = append(out, in)
+		p.Sessions = append(p.Sessions, in)
 	}
-	return out, nil
+	return p, nil
 }
 
 // Get describes session id (a unique prefix is enough), with its pending

@@ -10,6 +10,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
 )
@@ -24,6 +25,22 @@ type CreateRequest struct {
 	Approval    string `json:"approval,omitempty"`
 	AgentPreset string `json:"agentPreset,omitempty"`
 	Title       string `json:"title,omitempty"`
+	// MCPServers are MCP servers for this session only (an ACP client's
+	// session/new), started with it and stopped with it.
+	MCPServers []mcp.ServerConfig `json:"-"`
+	// Origin marks a session an automation started (a schedule, a
+	// webhook); it goes into the header. Drivers set it, clients cannot.
+	Origin *Origin `json:"-"`
+	// Headless opens the session without the host's approval queue:
+	// nobody is there to answer, so an ask no reviewer or hook decides is
+	// unavailable at once instead of waiting for a client (automation).
+	Headless bool `json:"-"`
+}
+
+// Origin is the kind and details of an automated session's origin.
+type Origin struct {
+	Kind string
+	Info session.OriginInfo
 }
 
 // Create creates a new live session.
@@ -34,7 +51,15 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 	defer h.wg.Done()
 	o, ans := h.sessionOptions(app.SessionOptions{
 		Cwd: r.Cwd, Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
+		MCPServers: r.MCPServers,
 	})
+	if r.Origin != nil {
+		info := r.Origin.Info
+		o.Origin, o.OriginInfo = r.Origin.Kind, &info
+	}
+	if r.Headless && h.cfg.Human == nil {
+		o.Human, ans = nil, nil
+	}
 	sess, err := h.app.OpenSession(ctx, o)
 	if err != nil {
 		return Info{}, classify(err)
@@ -73,6 +98,9 @@ type ResumeRequest struct {
 	Permission  string
 	Approval    string
 	AgentPreset string
+	// MCPServers are MCP servers for this session only while it is open
+	// (ignored when it is already live).
+	MCPServers []mcp.ServerConfig
 }
 
 // Resume opens a stored session live (taking its lease: SESSION_BUSY when
@@ -96,6 +124,7 @@ func (h *Host) Resume(ctx context.Context, r ResumeRequest) (Info, error) {
 	}
 	e, err := h.ensureLive(ctx, full, app.SessionOptions{
 		Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
+		MCPServers: r.MCPServers,
 	})
 	if err != nil {
 		return Info{}, err
@@ -208,6 +237,17 @@ func (h *Host) Log(id string) (*session.Log, bool) {
 		return nil, false
 	}
 	return e.sess.Log, true
+}
+
+// MCPServer returns the MCP server name as live session id sees it (the
+// profile's servers and the session's own), for a driver that renders an
+// MCP prompt into the session's first message.
+func (h *Host) MCPServer(id, name string) (*mcp.Server, bool) {
+	e, _ := h.lookup(id)
+	if e == nil {
+		return nil, false
+	}
+	return e.sess.MCPServer(name)
 }
 
 // SettleTitle waits briefly for a session-title call of live session id

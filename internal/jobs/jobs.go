@@ -187,7 +187,7 @@ func New(opts Options) *Registry {
 	return &Registry{limit: opts.OutputLimit, jobs: map[string]*entry{}, counters: map[string]int{}}
 }
 
-var validKind = regexp.MustCompile(`^[a-z0-9_]+$`)
+var validKind = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9_]+$`) })
 
 // Start registers a job and runs spec.Run in a goroutine the registry
 // owns. The job's context keeps ctx's values but not its cancellation or
@@ -199,7 +199,7 @@ func (r *Registry) Start(ctx context.Context, spec Spec) (Job, error) {
 	if spec.Run == nil {
 		return Job{}, errors.New("jobs: spec has no Run")
 	}
-	if !validKind.MatchString(spec.Kind) {
+	if !validKind().MatchString(spec.Kind) {
 		return Job{}, fmt.Errorf("jobs: invalid kind %q", spec.Kind)
 	}
 	if err := ctx.Err(); err != nil {

@@ -1,5 +1,5 @@
 // Package peers locates the external agent binaries (codex, codex-acp,
-// claude) that dsh delegates to, for `dsh doctor` and for the integration
+// claude) and MCP servers that dsh delegates to, for `dsh doctor` and for the integration
 // tests that drive the real peers.
 //
 // Lookup order: the directory named by $DSH_PEERS_DIR (where .ci/run
@@ -22,7 +22,15 @@ var Packages = map[string]string{
 	"codex":     "@openai/codex@0.171.0",
 	"codex-acp": "@zed-industries/codex-acp@0.16.0",
 	"claude":    "@anthropic-ai/claude-code@2.1.197",
+	// The MCP servers the MCP client's integration tests drive.
+	"mcp-server-everything": "@modelcontextprotocol/server-everything@2026.8.31",
+	"mcp-server-filesystem": "@modelcontextprotocol/server-filesystem@2026.8.31",
 }
+
+// ACPSDK is the official ACP TypeScript SDK, the client the `dsh acp`
+// integration tests drive dsh with; it is a library, not a binary, so it
+// lives in the prefix's node_modules rather than in Packages.
+const ACPSDK = "@agentclientprotocol/sdk@2.4.0"
 
 // Find returns the absolute path of the named peer binary, or an error
 // saying where it looked and how to install it.

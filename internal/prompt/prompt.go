@@ -113,7 +113,7 @@ func (a *Assembler) Render(scope string, vars map[string]string) (string, error)
 	return strings.Join(parts, "\n\n"), nil
 }
 
-var varPattern = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.-]*)\s*\}\}`)
+var varPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.-]*)\s*\}\}`) })
 
 // UnknownVariableError reports a {{variable}} with no value.
 type UnknownVariableError struct{ Name string }
@@ -126,8 +126,8 @@ func (e *UnknownVariableError) Error() string {
 // (or empty) name is an error, so a typo never reaches the model.
 func Interpolate(text string, vars map[string]string) (string, error) {
 	var err error
-	out := varPattern.ReplaceAllStringFunc(text, func(m string) string {
-		name := varPattern.FindStringSubmatch(m)[1]
+	out := varPattern().ReplaceAllStringFunc(text, func(m string) string {
+		name := varPattern().FindStringSubmatch(m)[1]
 		v, ok := vars[name]
 		if !ok && err == nil {
 			err = &UnknownVariableError{Name: name}

@@ -80,6 +80,15 @@ type Schema struct {
 	minItems, maxItems   int // -1 when absent
 
 	pattern *regexp.Regexp
+
+	// Document keywords (CompileDocument only).
+	ref          *Schema // $ref, resolved at compile time
+	refName      string
+	allOf        []*Schema
+	anyOf        []*Schema
+	oneOf        []*Schema
+	not          *Schema
+	formatBounds *formatRange
 }
 
 // bound is a numeric bound with the text it was written as. Messages
@@ -120,7 +129,7 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, &CompileError{Message: "not valid JSON: " + err.Error()}
 	}
-	return compile(v, "", 0)
+	return (&compiler{}).compile(v, "", 0)
 }
 
 // MustCompile is Compile for schemas known at build time; it panics on
@@ -143,7 +152,7 @@ func (s *Schema) RequireObjectRoot() error {
 	return nil
 }
 
-func compile(v any, ptr string, depth int) (*Schema, error) {
+func (c *compiler) compile(v any, ptr string, depth int) (*Schema, error) {
 	if depth > maxNesting {
 		return nil, &CompileError{Pointer: ptr, Message: fmt.Sprintf("subschemas nested deeper than %d", maxNesting)}
 	}
@@ -157,7 +166,7 @@ func compile(v any, ptr string, depth int) (*Schema, error) {
 		return nil, &CompileError{Pointer: ptr, Message: "a schema must be an object or a boolean, got " + kindOf(v)}
 	}
 	for _, kv := range obj {
-		if err := s.keyword(kv.key, kv.val, ptr, depth); err != nil {
+		if err := s.keyword(c, kv.key, kv.val, ptr, depth); err != nil {
 			return nil, err
 		}
 	}
@@ -165,7 +174,7 @@ func compile(v any, ptr string, depth int) (*Schema, error) {
 }
 
 // keyword compiles one keyword into s.
-func (s *Schema) keyword(k string, v any, ptr string, depth int) error {
+func (s *Schema) keyword(c *compiler, k string, v any, ptr string, depth int) error {
 	bad := func(format string, args ...any) error {
 		return &CompileError{Pointer: ptr, Keyword: k, Message: fmt.Sprintf(format, args...)}
 	}
@@ -185,7 +194,7 @@ func (s *Schema) keyword(k string, v any, ptr string, depth int) error {
 		}
 		s.properties = make(map[string]*Schema, len(props))
 		for _, kv := range props {
-			sub, err := compile(kv.val, ptr+"/properties/"+escape(kv.key), depth+1)
+			sub, err := c.compile(kv.val, ptr+"/properties/"+escape(kv.key), depth+1)
 			if err != nil {
 				return err
 			}
@@ -197,14 +206,14 @@ func (s *Schema) keyword(k string, v any, ptr string, depth int) error {
 			return bad("%v", err)
 		}
 	case "additionalProperties":
-		if s.additional, err = compile(v, ptr+"/additionalProperties", depth+1); err != nil {
+		if s.additional, err = c.compile(v, ptr+"/additionalProperties", depth+1); err != nil {
 			return err
 		}
 	case "items":
 		if _, isArray := v.([]any); isArray {
 			return bad("the array form (tuple validation) is not supported; give a single schema")
 		}
-		if s.items, err = compile(v, ptr+"/items", depth+1); err != nil {
+		if s.items, err = c.compile(v, ptr+"/items", depth+1); err != nil {
 			return err
 		}
 	case "enum":
@@ -262,6 +271,9 @@ func (s *Schema) keyword(k string, v any, ptr string, depth int) error {
 			return bad("not a supported regular expression (RE2 syntax): %v", err)
 		}
 	default:
+		if c.doc {
+			return s.docKeyword(c, k, v, ptr, depth, bad)
+		}
 		return bad("unsupported keyword")
 	}
 	return nil

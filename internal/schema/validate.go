@@ -108,6 +108,7 @@ func (s *Schema) check(v any, ptr string, c *collector) {
 		c.add(ptr, "expected %s, got %s", strings.Join(s.types, " or "), kindOf(v))
 		return
 	}
+	s.checkApplicators(v, ptr, c)
 	if s.hasConst && !equal(v, s.constVal) {
 		c.add(ptr, "must be %s", clip(render(s.constVal)))
 	}

@@ -16,65 +16,127 @@ import (
 // maxEventsLimit bounds one page of /events.
 const maxEventsLimit = host.MaxEventsLimit
 
+// Listing page sizes of GET /api/sessions.
+const (
+	defaultListLimit = 200
+	maxListLimit     = 1000
+)
+
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := host.ListFilter{Cwd: q.Get("cwd"), IncludeChildren: q.Get("children") == "1" || q.Get("children") == "true"}
-	var list []host.Info
+	f := host.ListFilter{Cwd: q.Get("cwd"), IncludeChildren: q.Get("children") == "1" || q.Get("children") == "true",
+		Limit: defaultListLimit, Before: q.Get("before")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			writeError(w, newError(CodeInvalidArgument, fmt.Sprintf("limit must be between 1 and %d", maxListLimit)))
+			return
+		}
+		f.Limit = n
+	}
+	var p host.Page
 	var err error
 	if wsID := q.Get("workspace"); wsID != "" {
-		list, err = s.workspaceSessions(r.Context(), wsID, f.Cwd)
+		p, err = s.workspaceSessions(r.Context(), wsID, f)
 	} else {
-		list, err = s.host.List(r.Context(), f)
+		p, err = s.host.ListPage(r.Context(), f)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if list == nil {
-		list = []host.Info{}
+	if p.Sessions == nil {
+		p.Sessions = []host.Info{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
+	writeJSON(w, http.StatusOK, listResponse{Sessions: p.Sessions, Next: p.Next})
 }
 
-// workspaceSessions lists the members of workspace wsID in the
-// workspace's order (sessions registered there whose cwd is its
-// directory), then the other top-level sessions of that directory, newest
-// first: a `dsh run` there is not registered, and must not be hidden. One
-// indexed listing by cwd finds them; a member stored under another
-// spelling of the directory is looked up on its own.
-func (s *Server) workspaceSessions(ctx context.Context, wsID, cwd string) ([]host.Info, error) {
+// listResponse is the body of GET /api/sessions.
+type listResponse struct {
+	Sessions []host.Info `json:"sessions"`
+	Next     string      `json:"next,omitempty"`
+}
+
+// Cursors of a workspace listing: the members come first, in the
+// workspace's order (a page of them is looked up by id), then the
+// directory's other top-level sessions, newest first, paged by the
+// host's cursor.
+const (
+	wsMemberCursor = "m."
+	wsTailCursor   = "t."
+)
+
+// workspaceSessions lists one page of workspace wsID: its members in the
+// workspace's order (sessions registered there, whatever the spelling of
+// their directory), then the other top-level sessions of its directory,
+// newest first: a `dsh run` there is not registered, and must not be
+// hidden.
+func (s *Server) workspaceSessions(ctx context.Context, wsID string, f host.ListFilter) (host.Page, error) {
 	ws, err := s.reg.Get(ctx, wsID)
 	if err != nil {
-		return nil, err
+		return host.Page{}, err
 	}
-	if cwd != "" && cwd != ws.Path {
-		return nil, newError(CodeInvalidArgument, "cwd and workspace name different directories")
+	if f.Cwd != "" && f.Cwd != ws.Path {
+		return host.Page{}, newError(CodeInvalidArgument, "cwd and workspace name different directories")
 	}
-	byCwd, err := s.host.List(ctx, host.ListFilter{Cwd: ws.Path, IncludeChildren: true})
-	if err != nil {
-		return nil, err
+	badCursor := newError(CodeInvalidArgument, fmt.Sprintf("before %q is not a cursor of this workspace listing", f.Before))
+	var out host.Page
+	tail, cursor := false, ""
+	from := 0
+	switch {
+	case f.Before == "":
+	case strings.HasPrefix(f.Before, wsMemberCursor):
+		n, err := strconv.Atoi(strings.TrimPrefix(f.Before, wsMemberCursor))
+		if err != nil || n < 0 || n > len(ws.SessionIDs) {
+			return host.Page{}, badCursor
+		}
+		from = n
+	case strings.HasPrefix(f.Before, wsTailCursor):
+		tail, cursor = true, strings.TrimPrefix(f.Before, wsTailCursor)
+	default:
+		return host.Page{}, badCursor
 	}
-	byID := make(map[string]host.Info, len(byCwd))
-	for _, in := range byCwd {
-		byID[in.Header.ID] = in
-	}
-	out := make([]host.Info, 0, len(byCwd))
 	member := make(map[string]bool, len(ws.SessionIDs))
 	for _, id := range ws.SessionIDs {
 		member[id] = true
-		in, ok := byID[id]
-		if !ok {
-			if in, err = s.host.Get(ctx, id); err != nil {
-				continue // gone since the registry was read
+	}
+	if !tail {
+		ids := ws.SessionIDs[from:min(len(ws.SessionIDs), from+f.Limit)]
+		got, err := s.host.List(ctx, host.ListFilter{IDs: ids, IncludeChildren: true})
+		if err != nil {
+			return host.Page{}, err
+		}
+		byID := make(map[string]host.Info, len(got))
+		for _, in := range got {
+			byID[in.Header.ID] = in
+		}
+		for _, id := range ids {
+			if in, ok := byID[id]; ok { // else gone since the registry was read
+				out.Sessions = append(out.Sessions, in)
 			}
 		}
-		out = append(out, in)
-	}
-	for _, in := range byCwd {
-		if !member[in.Header.ID] && !in.Child {
-			out = append(out, in)
+		if end := from + len(ids); end < len(ws.SessionIDs) {
+			out.Next = wsMemberCursor + strconv.Itoa(end)
+			return out, nil
 		}
 	}
+	// The directory's other top-level sessions; members met there are
+	// skipped, so a page may take more than one read to fill.
+	for len(out.Sessions) < f.Limit {
+		p, err := s.host.ListPage(ctx, host.ListFilter{Cwd: ws.Path, Limit: f.Limit - len(out.Sessions), Before: cursor})
+		if err != nil {
+			return host.Page{}, err
+		}
+		for _, in := range p.Sessions {
+			if !member[in.Header.ID] {
+				out.Sessions = append(out.Sessions, in)
+			}
+		}
+		if cursor = p.Next; cursor == "" {
+			return out, nil
+		}
+	}
+	out.Next = wsTailCursor + cursor
 	return out, nil
 }
 

@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/dsh-dev/dsh/internal/llm"
 )
@@ -16,11 +17,87 @@ type Header struct {
 	ParentSession string `json:"parentSession,omitempty"`
 	// SeedLength is how many leading events were inherited from a seed.
 	SeedLength *int64 `json:"seedLength,omitempty"`
-	// Origin classifies a session for presentation ("subagent").
+	// Origin classifies a session ("subagent", "fork", "schedule",
+	// "github"). In JSON it is a string, or an object {"kind": Origin,
+	// …OriginInfo} when OriginInfo is set (see MarshalJSON).
 	Origin string `json:"origin,omitempty"`
+	// OriginInfo is what started an automated session (a schedule's
+	// firing, a webhook delivery); nil for others.
+	OriginInfo *OriginInfo `json:"-"`
 	// DelegationDepth is 0 for top-level sessions, parent+1 for children.
 	DelegationDepth int    `json:"delegationDepth"`
 	AgentPreset     string `json:"agentPreset,omitempty"`
+}
+
+// OriginInfo details the origin of an automated session: for a schedule
+// {id, fireTime}, for a GitHub webhook {delivery, repo, pr}.
+type OriginInfo struct {
+	ID       string `json:"id,omitempty"`
+	FireTime string `json:"fireTime,omitempty"`
+	Delivery string `json:"delivery,omitempty"`
+	Repo     string `json:"repo,omitempty"`
+	PR       int    `json:"pr,omitempty"`
+}
+
+// headerJSON is Header's wire form, field for field in the same order.
+type headerJSON struct {
+	Version         int             `json:"version"`
+	ID              string          `json:"id"`
+	CreatedAt       int64           `json:"createdAt"`
+	Cwd             string          `json:"cwd"`
+	ParentSession   string          `json:"parentSession,omitempty"`
+	SeedLength      *int64          `json:"seedLength,omitempty"`
+	Origin          json.RawMessage `json:"origin,omitempty"`
+	DelegationDepth int             `json:"delegationDepth"`
+	AgentPreset     string          `json:"agentPreset,omitempty"`
+}
+
+type originObject struct {
+	Kind string `json:"kind"`
+	OriginInfo
+}
+
+// MarshalJSON writes origin as a plain string (as every header did before
+// OriginInfo existed) unless OriginInfo is set, then as an object.
+func (h Header) MarshalJSON() ([]byte, error) {
+	out := headerJSON{Version: h.Version, ID: h.ID, CreatedAt: h.CreatedAt, Cwd: h.Cwd, ParentSession: h.ParentSession,
+		SeedLength: h.SeedLength, DelegationDepth: h.DelegationDepth, AgentPreset: h.AgentPreset}
+	switch {
+	case h.OriginInfo != nil:
+		b, err := json.Marshal(originObject{Kind: h.Origin, OriginInfo: *h.OriginInfo})
+		if err != nil {
+			return nil, err
+		}
+		out.Origin = b
+	case h.Origin != "":
+		b, _ := json.Marshal(h.Origin)
+		out.Origin = b
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads both forms of origin.
+func (h *Header) UnmarshalJSON(b []byte) error {
+	var in headerJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*h = Header{Version: in.Version, ID: in.ID, CreatedAt: in.CreatedAt, Cwd: in.Cwd, ParentSession: in.ParentSession,
+		SeedLength: in.SeedLength, DelegationDepth: in.DelegationDepth, AgentPreset: in.AgentPreset}
+	o := in.Origin
+	if len(o) == 0 || string(o) == "null" {
+		return nil
+	}
+	if o[0] == '"' {
+		return json.Unmarshal(o, &h.Origin)
+	}
+	var obj originObject
+	if err := json.Unmarshal(o, &obj); err != nil {
+		return fmt.Errorf("header origin: %w", err)
+	}
+	info := obj.OriginInfo
+	h.Origin, h.OriginInfo = obj.Kind, &info
+	return nil
 }
 
 // TurnStart is the payload of turn/start.

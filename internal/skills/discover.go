@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v4"
 
@@ -41,7 +42,7 @@ const maxSkillBytes = 1 << 20
 
 // nameRE is the kebab-case a skill name must be: it is typed by users
 // (/name) and passed as a tool argument, so it stays simple.
-var nameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
 
 // Options says where skills are looked for.
 type Options struct {
@@ -244,7 +245,7 @@ func parseSkill(path string) (Skill, error) {
 	switch {
 	case s.Name == "":
 		return s, errors.New("front matter has no name")
-	case len(s.Name) > MaxNameLen || !nameRE.MatchString(s.Name):
+	case len(s.Name) > MaxNameLen || !nameRE().MatchString(s.Name):
 		return s, fmt.Errorf("name %q must be kebab-case (a-z, 0-9, single hyphens), at most %d characters", s.Name, MaxNameLen)
 	case s.Description == "":
 		return s, errors.New("front matter has no description")

@@ -116,7 +116,7 @@ func catalogList(skills []Skill) string {
 }
 
 // digestRE finds the catalog digest: the first line of the list.
-var digestRE = regexp.MustCompile(`(?m)^<available_skills digest="([0-9a-f]+)">$`)
+var digestRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^<available_skills digest="([0-9a-f]+)">$`) })
 
 func catalogMessage(digest, list string, empty bool) llm.Message {
 	var b strings.Builder
@@ -146,7 +146,7 @@ func lastDigest(msgs []llm.Message) (digest string, seen bool) {
 		if m.Role != llm.RoleUser || m.Source.Kind != "plugin" || m.Source.Plugin != PluginName {
 			continue
 		}
-		if sm := digestRE.FindStringSubmatch(m.Text()); sm != nil {
+		if sm := digestRE().FindStringSubmatch(m.Text()); sm != nil {
 			return sm[1], true
 		}
 	}

@@ -20,6 +20,8 @@ import (
 type Store interface {
 	Sessions
 	Workspaces
+	Schedules
+	Deliveries
 	// Close releases the store.
 	Close() error
 }
@@ -43,8 +45,8 @@ type Sessions interface {
 	Inspect(ctx context.Context, id string) (session.Header, []session.Event, error)
 	// ReadFrom returns the stored events with seq >= fromSeq, unrepaired.
 	ReadFrom(ctx context.Context, id string, fromSeq int64) ([]session.Event, error)
-	// List returns the sessions f selects, most recently updated first,
-	// without reading any log.
+	// List returns the sessions f selects, most recently updated first
+	// (ties broken by id, descending), without reading any log.
 	List(ctx context.Context, f ListFilter) ([]Entry, error)
 	// Get returns the listing entry of session id ([ErrNotFound]).
 	Get(ctx context.Context, id string) (Entry, error)
@@ -52,6 +54,9 @@ type Sessions interface {
 	Header(ctx context.Context, id string) (session.Header, error)
 	// Resolve turns a unique id prefix into the id; otherwise an *[IDError].
 	Resolve(ctx context.Context, prefix string) (string, error)
+	// IDs returns every stored session id in byte order, without reading
+	// the sessions themselves (short ids of a long listing need them all).
+	IDs(ctx context.Context) ([]string, error)
 	// Export writes session id as JSONL; Import stores one such session.
 	Export(ctx context.Context, id string, w io.Writer) error
 	Import(ctx context.Context, r io.Reader) (session.Header, error)
@@ -67,6 +72,13 @@ type ListFilter struct {
 	TopLevelOnly bool
 	// Limit keeps at most Limit entries (0: no limit).
 	Limit int
+	// IDs, when not nil, keeps only these sessions (looked up by id; the
+	// other fields still apply).
+	IDs []string
+	// Before keeps only the entries after this cursor in listing order
+	// (older, or as old with a smaller id); nil starts at the newest.
+	// The next page of a listing starts before its last entry.
+	Before *Cursor
 }
 
 // Lease is a process's exclusive right to write one session, from

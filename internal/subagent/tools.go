@@ -40,7 +40,9 @@ var (
 )
 
 // modelSelectionBlock is the optional part of subagent.md.
-var modelSelectionBlock = regexp.MustCompile(`(?s)<!-- model-selection -->\n(.*?)<!-- /model-selection -->\n?`)
+var modelSelectionBlock = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?s)<!-- model-selection -->\n(.*?)<!-- /model-selection -->\n?`)
+})
 
 // ToolOptions configure one delegation tool bound to one provider.
 type ToolOptions struct {
@@ -132,11 +134,11 @@ func NewTool(o ToolOptions) (tool.Definition, error) {
 	if o.Name == "" {
 		o.Name = defaultName
 	}
-	desc = modelSelectionBlock.ReplaceAllStringFunc(desc, func(m string) string {
+	desc = modelSelectionBlock().ReplaceAllStringFunc(desc, func(m string) string {
 		if !o.ModelSelection {
 			return ""
 		}
-		return modelSelectionBlock.FindStringSubmatch(m)[1]
+		return modelSelectionBlock().FindStringSubmatch(m)[1]
 	})
 	t := &delegateTool{o: o}
 	if o.Timeout <= 0 {

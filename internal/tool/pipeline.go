@@ -528,6 +528,9 @@ func observe(o Observer, c *Call, r Result) {
 }
 
 func (p *Pipeline) unknown(c *Call) Result {
+	if err := p.reg.Explain(c.Name); err != nil {
+		return Failure(err)
+	}
 	names := p.reg.Names(c.Scope)
 	list := "none"
 	if len(names) > 0 {

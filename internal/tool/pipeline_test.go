@@ -321,3 +321,22 @@ func TestUnknownToolScopedListBounded(t *testing.T) {
 		t.Fatalf("scoped tool visible from another scope: %q", textOf(r))
 	}
 }
+
+func TestUnknownToolExplained(t *testing.T) {
+	reg := NewRegistry()
+	mustRegister(t, reg, "", defNamed("present", ""))
+	reg.AddExplainer(func(name string) *Error { return nil })
+	reg.AddExplainer(func(name string) *Error {
+		if name == "withdrawn" {
+			return Errorf("SERVER_DOWN", "withdrawn is unavailable while its server is down")
+		}
+		return nil
+	})
+	p := NewPipeline(reg)
+	if r := p.Run(context.Background(), &Call{Name: "withdrawn"}); code(r) != "SERVER_DOWN" || !strings.Contains(textOf(r), "server is down") {
+		t.Fatalf("explained name: code %q, %q", code(r), textOf(r))
+	}
+	if r := p.Run(context.Background(), &Call{Name: "other"}); code(r) != CodeUnknownTool {
+		t.Fatalf("unexplained name: code %q", code(r))
+	}
+}

@@ -24,7 +24,14 @@ const maxNameLen = 64
 type Registry struct {
 	mu     sync.RWMutex
 	layers map[string]map[string]*Definition
+	// explainers say why a name is not registered now (guarded by mu).
+	explainers []Explainer
 }
+
+// Explainer says why a tool name the model called is not registered now,
+// e.g. because the server that provides it is disconnected: it returns
+// the error the call ends with, or nil when it knows nothing of name.
+type Explainer func(name string) *Error
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
@@ -84,6 +91,28 @@ func (r *Registry) Unregister(scope, name string) bool {
 		delete(r.layers, scope)
 	}
 	return true
+}
+
+// AddExplainer adds an explainer consulted, in order, for a call to a
+// name no layer holds. Explainers run without the registry's lock held.
+func (r *Registry) AddExplainer(e Explainer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.explainers = append(r.explainers, e)
+}
+
+// Explain returns the first explainer's error for an unregistered name,
+// or nil.
+func (r *Registry) Explain(name string) *Error {
+	r.mu.RLock()
+	es := r.explainers
+	r.mu.RUnlock()
+	for _, e := range es {
+		if err := e(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Lookup finds name for a call in scope: the scope's own layer first, then

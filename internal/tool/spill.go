@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -18,7 +19,7 @@ const DefaultSpillThreshold = 50_000
 // spillPreview is how many bytes of a spilled result the model still sees.
 const spillPreview = 4_000
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+var unsafeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]`) })
 
 // Spill returns tools/post-execute middleware that replaces a result whose
 // text exceeds threshold bytes with a preview plus the path of a file
@@ -74,7 +75,7 @@ func keepImages(content []llm.Block, text string) []llm.Block {
 }
 
 func writeSpill(dir string, c *Call, text string) (string, error) {
-	sdir := filepath.Join(dir, unsafeName.ReplaceAllString(c.SessionID, "_"))
+	sdir := filepath.Join(dir, unsafeName().ReplaceAllString(c.SessionID, "_"))
 	if err := os.MkdirAll(sdir, 0o700); err != nil {
 		return "", err
 	}
@@ -82,7 +83,7 @@ func writeSpill(dir string, c *Call, text string) (string, error) {
 	if err := os.Chmod(sdir, 0o700); err != nil {
 		return "", err
 	}
-	name := unsafeName.ReplaceAllString(c.Name+"-"+c.ID, "_") + ".txt"
+	name := unsafeName().ReplaceAllString(c.Name+"-"+c.ID, "_") + ".txt"
 	path := filepath.Join(sdir, name)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {

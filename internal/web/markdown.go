@@ -3,6 +3,7 @@ package web
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
 	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/base"
@@ -32,7 +33,8 @@ var dropRoles = map[string]bool{"navigation": true, "contentinfo": true, "banner
 
 // mdConverter is shared: a Converter keeps no per-conversion state
 // outside the call and guards its registry with a lock.
-var mdConverter = func() *converter.Converter {
+// It is built on first use: most runs never fetch a page.
+var mdConverter = sync.OnceValue(func() *converter.Converter {
 	conv := converter.NewConverter(converter.WithPlugins(
 		base.NewBasePlugin(),
 		commonmark.NewCommonmarkPlugin(commonmark.WithHeadingStyle(commonmark.HeadingStyleATX), commonmark.WithCodeBlockFence("```")),
@@ -43,9 +45,9 @@ var mdConverter = func() *converter.Converter {
 		conv.Register.TagType(t, converter.TagTypeRemove, converter.PriorityStandard)
 	}
 	return conv
-}()
+})
 
-var blankLines = regexp.MustCompile(`\n{3,}`)
+var blankLines = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\n{3,}`) })
 
 // Markdown converts an HTML page to readable Markdown: scripts, styles,
 // navigation, footers and hidden elements are dropped; headings, lists,
@@ -66,13 +68,13 @@ func Markdown(page, baseURL string) (md, title string) {
 	title = collapseSpace(textOf(find(doc, func(n *html.Node) bool { return n.DataAtom == atom.Title })))
 	root := contentRoot(doc)
 	prune(root, 0)
-	out, err := mdConverter.ConvertNode(root, converter.WithDomain(baseURL))
+	out, err := mdConverter().ConvertNode(root, converter.WithDomain(baseURL))
 	if err != nil {
 		// The converter only fails on misconfiguration; plain text is
 		// still better than nothing.
-		return strings.TrimSpace(blankLines.ReplaceAllString(textOf(root), "\n\n")), title
+		return strings.TrimSpace(blankLines().ReplaceAllString(textOf(root), "\n\n")), title
 	}
-	return strings.TrimSpace(blankLines.ReplaceAllString(string(out), "\n\n")), title
+	return strings.TrimSpace(blankLines().ReplaceAllString(string(out), "\n\n")), title
 }
 
 // contentRoot picks the element holding the page's main content.
@@ -241,7 +243,7 @@ func plainText(page string) string {
 		tt := z.Next()
 		switch tt {
 		case html.ErrorToken:
-			return strings.TrimSpace(blankLines.ReplaceAllString(b.String(), "\n\n"))
+			return strings.TrimSpace(blankLines().ReplaceAllString(b.String(), "\n\n"))
 		case html.TextToken:
 			if skip == 0 {
 				b.Write(z.Text())

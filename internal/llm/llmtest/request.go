@@ -3,6 +3,7 @@ package llmtest
 import (
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Wire formats a [Request] can have.
@@ -33,6 +34,9 @@ type Request struct {
 	Stream bool
 	// JSON is the decoded body, nil when the body is not a JSON object.
 	JSON map[string]any
+	// Arrived is when the server's handler started on the request (its
+	// headers had been read), for start-up benchmarks.
+	Arrived time.Time
 }
 
 // Model returns the body's "model".

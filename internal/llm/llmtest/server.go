@@ -22,6 +22,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Server is a running fake model server. Its methods are safe for
@@ -186,13 +187,15 @@ func formatOf(path string) string {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	body, _ := io.ReadAll(r.Body) // a short body is recorded as received
 	req := Request{
-		Method: r.Method,
-		Path:   r.URL.Path,
-		Header: r.Header.Clone(),
-		Body:   body,
-		Format: formatOf(r.URL.Path),
+		Arrived: arrived,
+		Method:  r.Method,
+		Path:    r.URL.Path,
+		Header:  r.Header.Clone(),
+		Body:    body,
+		Format:  formatOf(r.URL.Path),
 	}
 	if json.Unmarshal(body, &req.JSON) != nil {
 		req.JSON = nil

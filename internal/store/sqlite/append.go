@@ -54,6 +54,10 @@ func (s *Store) appendChecked(ctx context.Context, id string, events []session.E
 	if err := checkSeqs(id, events[0].Seq, events); err != nil {
 		return err
 	}
+	st, err := s.appendStmts(ctx, len(events) >= insertChunk)
+	if err != nil {
+		return fmt.Errorf("session %s: append: %w", id, err)
+	}
 	enc, err := startEncoder(id, events, true)
 	if err != nil {
 		return err
@@ -63,7 +67,7 @@ func (s *Store) appendChecked(ctx context.Context, id string, events []session.E
 		if err := check(ctx, tx); err != nil {
 			return err
 		}
-		return s.appendTx(ctx, tx, id, enc)
+		return s.appendTx(ctx, tx, st, id, enc)
 	})
 }
 
@@ -79,14 +83,15 @@ func checkSeqs(id string, first int64, events []session.Event) error {
 
 // appendTx is the conditional append inside a write transaction: the
 // transaction began IMMEDIATE, so the next_seq read here cannot change
-// before the commit.
-func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, enc *encoder) error {
+// before the commit. st holds the statements, the multi-row insert
+// included when the batch has a full chunk.
+func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, st appendStmts, id string, enc *encoder) error {
 	events := enc.events
 	var (
 		next int64
 		sum  summary
 	)
-	err := tx.StmtContext(ctx, s.stNext).QueryRowContext(ctx, id).Scan(&next, &sum.title, &sum.turns, &sum.state)
+	err := tx.StmtContext(ctx, st.next).QueryRowContext(ctx, id).Scan(&next, &sum.title, &sum.turns, &sum.state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("session %s: %w", id, ErrNotFound)
 	}
@@ -97,8 +102,11 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, enc *encode
 		return &SeqConflictError{SessionID: id, Want: next, Got: events[0].Seq}
 	}
 	args := make([]any, 0, 5*insertChunk)
-	insN := tx.StmtContext(ctx, s.stInsertN)
-	ins1 := tx.StmtContext(ctx, s.stInsert1)
+	var insN *sql.Stmt
+	if st.insertN != nil {
+		insN = tx.StmtContext(ctx, st.insertN)
+	}
+	ins1 := tx.StmtContext(ctx, st.insert1)
 	for k := range enc.chunks() {
 		lo, bodies, err := enc.wait(k)
 		if err != nil {
@@ -106,9 +114,9 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, enc *encode
 		}
 		// A full chunk is one statement; a short tail goes row by row
 		// rather than needing a statement per tail length.
-		st, per := insN, insertChunk
+		ins, per := insN, insertChunk
 		if len(bodies) < insertChunk {
-			st, per = ins1, 1
+			ins, per = ins1, 1
 		}
 		for i := 0; i < len(bodies); i += per {
 			args = args[:0]
@@ -116,7 +124,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, enc *encode
 				e := events[lo+j]
 				args = append(args, id, e.Seq, e.Type, e.Time, bodies[j])
 			}
-			if _, err := st.ExecContext(ctx, args...); err != nil {
+			if _, err := ins.ExecContext(ctx, args...); err != nil {
 				return fmt.Errorf("session %s: append at seq %d: %w", id, events[lo+i].Seq, err)
 			}
 		}
@@ -125,7 +133,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, enc *encode
 		sum.fold(e)
 	}
 	end := next + int64(len(events))
-	if _, err := tx.StmtContext(ctx, s.stUpdate).ExecContext(ctx, end, s.now(), sum.title, sum.turns, sum.state, id); err != nil {
+	if _, err := tx.StmtContext(ctx, st.update).ExecContext(ctx, end, s.now(), sum.title, sum.turns, sum.state, id); err != nil {
 		return fmt.Errorf("session %s: append: %w", id, err)
 	}
 	return nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -148,4 +150,75 @@ func BenchmarkList10k(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/list")
 		})
 	}
+}
+
+// BenchmarkNewSession is the store's share of a new `dsh run` before its
+// first model request, on a database that already holds 200 sessions:
+// open the store, create the session, take its lease, append the first
+// batch (a 32 KiB request header, as the built-in tool set's, and four
+// small events), then release and close. Each stage is reported in µs.
+func BenchmarkNewSession(b *testing.B) {
+	ctx := context.Background()
+	_, path := newStore(b)
+	pad := strings.Repeat("x", 32<<10)
+	batch := func(b *testing.B) []session.Event {
+		return []session.Event{
+			ev(b, 0, session.TypeTurnStart, session.TurnStart{Turn: 0}),
+			ev(b, 1, session.TypeStepStart, session.StepRef{Turn: 0}),
+			ev(b, 2, session.TypeUserMessage, llm.Message{ID: "u", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("hi")}}),
+			ev(b, 3, session.TypeRequestHeader, session.RequestHeader{Header: session.RequestHeaderData{System: pad}, Reason: "initial"}),
+			ev(b, 4, session.TypeRequestContext, session.RequestContext{Provider: "p", Model: "m"}),
+		}
+	}
+	{
+		s, err := Open(ctx, path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range 200 {
+			id := fmt.Sprint("old", i)
+			mustCreate(b, s, id)
+			mustAppend(b, s, id, batch(b)...)
+		}
+		s.Close()
+	}
+	var open, create, acquire, appendT, closeT time.Duration
+	n := 0
+	for b.Loop() {
+		t0 := time.Now()
+		s, err := Open(ctx, path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		id := fmt.Sprint("new", n)
+		n++
+		mustCreate(b, s, id)
+		t2 := time.Now()
+		l, err := s.Acquire(ctx, id, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		if err := l.Append(ctx, id, batch(b)); err != nil {
+			b.Fatal(err)
+		}
+		t4 := time.Now()
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		t5 := time.Now()
+		open += t1.Sub(t0)
+		create += t2.Sub(t1)
+		acquire += t3.Sub(t2)
+		appendT += t4.Sub(t3)
+		closeT += t5.Sub(t4)
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+	b.ReportMetric(us(open), "open-µs")
+	b.ReportMetric(us(create), "create-µs")
+	b.ReportMetric(us(acquire), "acquire-µs")
+	b.ReportMetric(us(appendT), "append-µs")
+	b.ReportMetric(us(closeT), "close-µs")
 }

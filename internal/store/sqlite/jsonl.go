@@ -65,10 +65,11 @@ func headerLine(h session.Header) ([]byte, error) {
 	return append(line, '\n'), nil
 }
 
-// importHeader is the decoded first JSONL line.
+// importHeader is the type of the first JSONL line; the rest of the line
+// is the header (decoded on its own: session.Header has its own JSON
+// methods, which an embedding struct would inherit).
 type importHeader struct {
 	Type string `json:"type"`
-	session.Header
 }
 
 // Import reads one session in the format Export writes and stores it. The
@@ -81,6 +82,10 @@ type importHeader struct {
 // repairs it like any crashed log.
 func (s *Store) Import(ctx context.Context, r io.Reader) (session.Header, error) {
 	h, events, err := parseJSONL(r)
+	if err != nil {
+		return session.Header{}, fmt.Errorf("import: %w", err)
+	}
+	st, err := s.appendStmts(ctx, len(events) >= insertChunk)
 	if err != nil {
 		return session.Header{}, fmt.Errorf("import: %w", err)
 	}
@@ -97,7 +102,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader) (session.Header, error)
 			return err
 		}
 		defer enc.stop()
-		return s.appendTx(ctx, tx, h.ID, enc)
+		return s.appendTx(ctx, tx, st, h.ID, enc)
 	})
 	if err != nil {
 		return session.Header{}, fmt.Errorf("import: %w", err)
@@ -154,7 +159,10 @@ func parseHeaderLine(line []byte) (session.Header, error) {
 	if err := json.Unmarshal(line, &ih); err != nil {
 		return session.Header{}, corrupt("", -1, fmt.Sprintf("header line: %v", err))
 	}
-	h := ih.Header
+	var h session.Header
+	if err := json.Unmarshal(line, &h); err != nil {
+		return session.Header{}, corrupt("", -1, fmt.Sprintf("header line: %v", err))
+	}
 	if ih.Type != headerLineType {
 		return session.Header{}, corrupt(h.ID, -1, fmt.Sprintf("first line has type %q, want %q", ih.Type, headerLineType))
 	}

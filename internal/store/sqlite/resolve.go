@@ -54,6 +54,28 @@ func (s *Store) Resolve(ctx context.Context, prefix string) (string, error) {
 	return "", e
 }
 
+// IDs returns every stored session id in byte order: one scan of the
+// primary-key index, which holds the ids, in order.
+func (s *Store) IDs(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT CAST(id AS TEXT) FROM sessions ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list session ids: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list session ids: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list session ids: %w", err)
+	}
+	return out, nil
+}
+
 // prefixQuery selects the sessions whose id starts with prefix, in id
 // order, at most MaxCandidates+1 of them. ids sort bytewise (BINARY
 // collation), so they form the range [prefix, successor(prefix)) of the

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/session"
@@ -37,18 +38,21 @@ import (
 // to migrate when the schema changes. Version 2 added the leases table,
 // version 3 the summary columns of the sessions table (summary.go),
 // version 4 the workspace registry (workspaces.go) and the partial
-// indexes of top-level listings.
-const schemaVersion = 4
+// indexes of top-level listings, version 5 made events a rowid table
+// (schemaV5), version 6 the listing indexes ordered by (updated_at, id)
+// that serve a paged listing (schemaV6, list.go), version 7 the
+// automation tables (schemaV7, automation.go).
+const schemaVersion = 7
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
 const busyTimeout = 5 * time.Second
 
 // schemaV1 creates the version-1 schema. The events table is keyed by
-// (session_id, seq) without a rowid, so one session's log is one
-// contiguous b-tree range and a duplicate seq cannot be stored. body keeps
-// the whole envelope so that a read never has to reassemble columns; type
-// and time are copies for ad-hoc queries.
+// (session_id, seq), so a duplicate seq cannot be stored (version 1 kept
+// it without a rowid; schemaV5 adds one). body keeps the whole envelope
+// so that a read never has to reassemble columns; type and time are
+// copies for ad-hoc queries.
 const schemaV1 = `
 CREATE TABLE IF NOT EXISTS sessions (
 	id         TEXT PRIMARY KEY,
@@ -72,6 +76,30 @@ CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID;
 `
 
+// schemaV5 rebuilds the events table of schemaV1 as a rowid table whose
+// (session_id, seq) primary key is a separate index. Without a rowid the
+// whole row is the b-tree key, so every row over about 1 KB (a request
+// header with the tool schemas is ~33 KB, tool results and messages are
+// often several) overflows, and every insert or seek read the whole
+// payload of each overflowing row it compared against: at the first
+// flush of a new session that was the largest single cost of start-up,
+// growing with the database. Rows keep their order: the copy goes
+// session by session, seq by seq.
+const schemaV5 = `
+CREATE TABLE events_v5 (
+	session_id TEXT NOT NULL REFERENCES sessions (id),
+	seq        INTEGER NOT NULL,
+	type       TEXT NOT NULL,
+	time       INTEGER NOT NULL,
+	body       TEXT NOT NULL,
+	PRIMARY KEY (session_id, seq)
+);
+INSERT INTO events_v5 (session_id, seq, type, time, body)
+	SELECT session_id, seq, type, time, body FROM events ORDER BY session_id, seq;
+DROP TABLE events;
+ALTER TABLE events_v5 RENAME TO events;
+`
+
 // Store is a session store backed by one SQLite database file. It is safe
 // for concurrent use, and several Stores (in several processes) may share
 // one file.
@@ -85,8 +113,13 @@ type Store struct {
 	// snapshots concurrently with the writer.
 	r *sql.DB
 
-	// Statements prepared once on the writer; transactions rebind them.
-	stNext, stUpdate, stInsert1, stInsertN *sql.Stmt
+	// The append statements, prepared on the writer at the first append
+	// (the multi-row insert at the first batch that fills it), not at
+	// Open: parsing them is a good part of opening the store, and a
+	// command that never appends does not need them. Transactions rebind
+	// them.
+	prepMu sync.Mutex
+	st     appendStmts // guarded by prepMu; fields are nil until prepared
 
 	// now returns the wall clock in Unix milliseconds (updated_at, lease
 	// expiry); tests replace it.
@@ -159,9 +192,18 @@ func openPool(path string, readOnly bool) (*sql.DB, error) {
 	return db, nil
 }
 
-// init migrates the schema and prepares the writer's statements.
+// init migrates the schema when it is not current. A current schema
+// (every open but the first of a new build) costs one read of the
+// version, without taking the write lock.
 func (s *Store) init(ctx context.Context) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	var v int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v == schemaVersion {
+		return nil
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// Read the version inside the IMMEDIATE transaction so that two
 		// processes opening a new file do not both migrate it.
 		var v int
@@ -192,36 +234,70 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version 3: backfill titles: %w", err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, schemaV4); err != nil {
-			return fmt.Errorf("migrate schema to version 4: %w", err)
+		if v < 4 {
+			if _, err := tx.ExecContext(ctx, schemaV4); err != nil {
+				return fmt.Errorf("migrate schema to version 4: %w", err)
+			}
+		}
+		if v < 5 {
+			if _, err := tx.ExecContext(ctx, schemaV5); err != nil {
+				return fmt.Errorf("migrate schema to version 5: %w", err)
+			}
+		}
+		if v < 6 {
+			if _, err := tx.ExecContext(ctx, schemaV6); err != nil {
+				return fmt.Errorf("migrate schema to version 6: %w", err)
+			}
+		}
+		if v < 7 {
+			if _, err := tx.ExecContext(ctx, schemaV7); err != nil {
+				return fmt.Errorf("migrate schema to version 7: %w", err)
+			}
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// appendStmts are the statements of an append, prepared on the writer.
+type appendStmts struct {
+	next, update, insert1, insertN *sql.Stmt
+}
+
+// appendStmts returns the append statements, preparing them on first
+// use; full asks for the multi-row insert too. It must not be called
+// inside a write transaction: preparing needs the writer's only
+// connection.
+func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error) {
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
+	var err error
 	prep := func(dst **sql.Stmt, q string) {
-		if err == nil {
+		if err == nil && *dst == nil {
 			*dst, err = s.w.PrepareContext(ctx, q)
 		}
 	}
-	prep(&s.stNext, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT)
+	prep(&s.st.next, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT)
 		FROM sessions WHERE id = ?`)
-	prep(&s.stUpdate, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
-	prep(&s.stInsert1, insertEventsSQL(1))
-	prep(&s.stInsertN, insertEventsSQL(insertChunk))
-	return err
+	prep(&s.st.update, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
+	prep(&s.st.insert1, insertEventsSQL(1))
+	if full {
+		prep(&s.st.insertN, insertEventsSQL(insertChunk))
+	}
+	return s.st, err
 }
 
 // Close closes the store. Statements and pools are released; the database
 // file stays.
 func (s *Store) Close() error {
-	for _, st := range []*sql.Stmt{s.stNext, s.stUpdate, s.stInsert1, s.stInsertN} {
+	s.prepMu.Lock()
+	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN} {
 		if st != nil {
 			st.Close()
 		}
 	}
+	s.st = appendStmts{}
+	s.prepMu.Unlock()
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 
@@ -347,9 +423,12 @@ func (s *Store) Header(ctx context.Context, id string) (session.Header, error) {
 
 // decodeHeader decodes and checks a stored header.
 func decodeHeader(id string, hb []byte) (session.Header, error) {
-	var h session.Header
-	if err := json.Unmarshal(hb, &h); err != nil {
-		return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+	h, ok := parseHeader(hb)
+	if !ok {
+		h = session.Header{}
+		if err := json.Unmarshal(hb, &h); err != nil {
+			return h, corrupt(id, -1, fmt.Sprintf("header does not decode: %v", err))
+		}
 	}
 	if h.ID != id {
 		return h, corrupt(id, -1, fmt.Sprintf("header names session %q", h.ID))

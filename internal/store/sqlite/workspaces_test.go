@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store"
 )
@@ -15,7 +17,8 @@ import (
 func dropV4(t testing.TB, s *Store) {
 	t.Helper()
 	for _, q := range []string{
-		`DROP INDEX sessions_top_by_cwd`, `DROP INDEX sessions_top_by_updated`,
+		`DROP INDEX IF EXISTS sessions_top_by_cwd`, `DROP INDEX IF EXISTS sessions_top_by_updated`,
+		`DROP INDEX IF EXISTS sessions_list_top`, `DROP INDEX IF EXISTS sessions_list_top_by_cwd`,
 		`DROP TABLE workspace_sessions`, `DROP TABLE workspaces`, `DROP TABLE meta`,
 		`PRAGMA user_version = 3`,
 	} {
@@ -23,7 +26,7 @@ func dropV4(t testing.TB, s *Store) {
 	}
 }
 
-// TestSchemaV3Migrates: a version-3 database opens as version 4 with its
+// TestSchemaV3Migrates: a version-3 database opens as the current version with its
 // sessions, logs and summaries intact, and an empty registry that works.
 func TestSchemaV3Migrates(t *testing.T) {
 	ctx := context.Background()
@@ -42,7 +45,7 @@ func TestSchemaV3Migrates(t *testing.T) {
 
 	s2 := openAt(t, path)
 	var v int
-	if err := s2.r.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 4 {
+	if err := s2.r.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != schemaVersion {
 		t.Fatalf("user_version %d, %v", v, err)
 	}
 	m := entries(t, s2)
@@ -134,6 +137,10 @@ func TestWorkspaceStoreErrors(t *testing.T) {
 func TestListFilter(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
+	// Each session a millisecond newer than the one before (with equal
+	// times the id would decide).
+	clock := int64(1_700_000_000_000)
+	s.now = func() int64 { clock++; return clock }
 	create := func(id, cwd, parent string) {
 		h := hdr(id)
 		h.Cwd, h.ParentSession = cwd, parent
@@ -173,30 +180,85 @@ func TestListFilter(t *testing.T) {
 	}
 }
 
-// TestListUsesIndexes: a filtered listing searches an index in listing
-// order instead of scanning and sorting the sessions table (only rows of
-// equal updated_at are sorted, by rowid).
-func TestListUsesIndexes(t *testing.T) {
-	s, _ := newStore(t)
-	for _, f := range []ListFilter{{Cwd: "/a"}, {Cwd: "/a", TopLevelOnly: true}, {TopLevelOnly: true}, {}} {
-		q, args := listQuery(f)
-		rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, args...)
+// TestSchemaV4Migrates: a version-4 database, whose events table has no
+// rowid, opens as the current version with every log intact (body
+// bytes included), the events table a rowid table, and the (session_id,
+// seq) key still refusing a duplicate.
+func TestSchemaV4Migrates(t *testing.T) {
+	ctx := context.Background()
+	s, path := newStore(t)
+	// Back to the version-4 shape: the events table without a rowid.
+	for _, q := range []string{
+		`DROP TABLE events`,
+		`CREATE TABLE events (
+			session_id TEXT NOT NULL REFERENCES sessions (id),
+			seq        INTEGER NOT NULL,
+			type       TEXT NOT NULL,
+			time       INTEGER NOT NULL,
+			body       TEXT NOT NULL,
+			PRIMARY KEY (session_id, seq)
+		) WITHOUT ROWID`,
+		`PRAGMA user_version = 4`,
+	} {
+		rawExec(t, s, q)
+	}
+	fillSessions(t, s)
+	mustCreate(t, s, "big")
+	big := simpleLog(t)
+	big = append(big, ev(t, int64(len(big)), session.TypeUserMessage,
+		llm.Message{ID: "u", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(strings.Repeat("x", 40_000))}}))
+	mustAppend(t, s, "big", big...)
+	bodies := func(s *Store) map[string]string {
+		rows, err := s.r.QueryContext(ctx, `SELECT session_id, seq, body FROM events ORDER BY session_id, seq`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var plan []string
+		defer rows.Close()
+		m := map[string]string{}
 		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			var id, body string
+			var seq int64
+			if err := rows.Scan(&id, &seq, &body); err != nil {
 				t.Fatal(err)
 			}
-			plan = append(plan, detail)
+			m[fmt.Sprint(id, "/", seq)] = body
 		}
-		rows.Close()
-		p := strings.Join(plan, "; ")
-		if strings.Contains(p, "SCAN s") && !strings.Contains(p, "USING INDEX") || strings.Contains(p, "TEMP B-TREE FOR ORDER BY") {
-			t.Errorf("List(%+v) plan %q", f, p)
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := bodies(s)
+	s.Close()
+
+	s2 := openAt(t, path)
+	var v int
+	var ddl string
+	if err := s2.r.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("user_version %d, %v", v, err)
+	}
+	if err := s2.r.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'`).Scan(&ddl); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToUpper(ddl), "WITHOUT ROWID") {
+		t.Fatalf("events still without rowid: %s", ddl)
+	}
+	after := bodies(s2)
+	if len(after) != len(before) || len(before) == 0 {
+		t.Fatalf("%d event rows after the migration, %d before", len(after), len(before))
+	}
+	for k, b := range before {
+		if after[k] != b {
+			t.Fatalf("event %s changed in the migration", k)
 		}
 	}
+	checkFilled(t, entries(t, s2))
+	if _, got, err := s2.Inspect(ctx, "big"); err != nil || len(got) != len(big) {
+		t.Fatalf("big: %d events, %v", len(got), err)
+	}
+	// The key still refuses a second event at a stored seq, and appends go on.
+	if _, err := s2.w.ExecContext(ctx, `INSERT INTO events (session_id, seq, type, time, body) VALUES ('big', 0, 'x', 0, '{}')`); err == nil {
+		t.Fatal("duplicate (session_id, seq) stored")
+	}
+	mustAppend(t, s2, "big", ev(t, int64(len(big)), session.TypeTurnStart, session.TurnStart{Turn: 1}))
 }

@@ -43,7 +43,7 @@ type JournalLine struct {
 	Start      map[string]any `json:"start,omitempty"`
 }
 
-var journalID = regexp.MustCompile(`^d-[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`)
+var journalID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^d-[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$`) })
 
 // NewJournalID returns a fresh, sortable journal id.
 func NewJournalID() string {
@@ -54,7 +54,7 @@ func NewJournalID() string {
 
 // CreateJournal creates DIR/id (0700) and its journal.jsonl (0600).
 func CreateJournal(dir, id string) (*Journal, error) {
-	if !journalID.MatchString(id) {
+	if !journalID().MatchString(id) {
 		return nil, fmt.Errorf("invalid delegation id %q", id)
 	}
 	d := filepath.Join(dir, id)
@@ -143,7 +143,7 @@ type Recovery struct {
 // Recover reads the journal of id under dir without writing anything.
 func Recover(dir, id string) (Recovery, error) {
 	rec := Recovery{ID: id}
-	if !journalID.MatchString(id) {
+	if !journalID().MatchString(id) {
 		return rec, fmt.Errorf("invalid delegation id %q", id)
 	}
 	d := filepath.Join(dir, id)

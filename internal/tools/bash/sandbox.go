@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
@@ -76,8 +77,12 @@ func confineError(err error) error {
 // Signatures that tell a network refusal from a file refusal in the
 // output of a command the sandbox denied.
 var (
-	fileDenial = regexp.MustCompile(`(?i)read-only file system|permission denied|operation not permitted`)
-	netDenial  = regexp.MustCompile(`(?i)could not resolve|name resolution|name or service not known|no such host|network is unreachable|dial tcp|getaddrinfo`)
+	fileDenial = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)read-only file system|permission denied|operation not permitted`)
+	})
+	netDenial = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)could not resolve|name resolution|name or service not known|no such host|network is unreachable|dial tcp|getaddrinfo`)
+	})
 )
 
 // denialMarker is the plain line that ends the result of a command the
@@ -88,7 +93,7 @@ func denialMarker(p sandbox.Policy, output []byte) string {
 		return fmt.Sprintf("[sandbox: socket access denied — connecting to the UNIX socket %s is not allowed in %s mode: "+
 			"only sockets inside the workspace, the writable roots, $TMPDIR and those the profile allows are reachable]", path, p.Mode)
 	}
-	if !p.Network && netDenial.Match(output) && !fileDenial.Match(output) {
+	if !p.Network && netDenial().Match(output) && !fileDenial().Match(output) {
 		return fmt.Sprintf("[sandbox: network access denied — network access is off in %s mode]", p.Mode)
 	}
 	return fmt.Sprintf("[sandbox: file access denied — the command tried to write outside the writable roots of %s mode]", p.Mode)

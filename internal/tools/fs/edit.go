@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/dsh-dev/dsh/internal/tool"
 )
@@ -171,14 +172,14 @@ func matchLines(content string, offs []int) string {
 }
 
 // numberPrefix matches the `cat -n` prefix read puts before each line.
-var numberPrefix = regexp.MustCompile(`(?m)^ *\d+\t`)
+var numberPrefix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^ *\d+\t`) })
 
 // noMatch explains a failed match as specifically as it can: the usual
 // causes are copied line-number prefixes and differing whitespace.
 func noMatch(path, content, old string) error {
 	msg := fmt.Sprintf("old_string was not found in %s. It must match the file exactly, including whitespace, indentation and line breaks", path)
 	lines := strings.Split(strings.ReplaceAll(old, "\r\n", "\n"), "\n")
-	if numberPrefix.MatchString(old) && len(numberPrefix.FindAllString(old, -1)) == len(lines) {
+	if numberPrefix().MatchString(old) && len(numberPrefix().FindAllString(old, -1)) == len(lines) {
 		return tool.Errorf(CodeNoMatch, "%s. old_string seems to include the line-number prefixes that read shows (a number and a tab at the start of each line); leave them out", msg)
 	}
 	for _, l := range lines {
