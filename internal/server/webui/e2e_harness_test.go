@@ -128,7 +128,19 @@ type serve struct {
 // provider and waits for its two start-up lines (the readiness handshake).
 func startServe(t *testing.T, srv *llmtest.Server) *serve {
 	t.Helper()
+	return startServeWith(t, srv, nil)
+}
+
+// startServeWith is startServe with extra files in $DSH_HOME (name →
+// content), such as hooks.json.
+func startServeWith(t *testing.T, srv *llmtest.Server, homeFiles map[string]string) *serve {
+	t.Helper()
 	home, dir := t.TempDir(), t.TempDir()
+	for name, content := range homeFiles {
+		if err := os.WriteFile(filepath.Join(home, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The workspace path as the server will canonicalise it.
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real

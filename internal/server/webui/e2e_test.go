@@ -255,3 +255,17 @@ func TestBrowserModelError(t *testing.T) {
 	s := startServe(t, srv)
 	scenario(t, b, s, "error")
 }
+
+// TestBrowserHookDenial: a PreToolUse hook that refuses a bash command
+// (exit 2, as in Claude Code) shows as a note with its reason.
+func TestBrowserHookDenial(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("bash", map[string]any{"command": "git push", "description": "Push"})}},
+		llmtest.Response{Text: "The hook refused the push."},
+	)
+	s := startServeWith(t, srv, map[string]string{"hooks.json": `{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "echo 'no pushing' >&2; exit 2"}]}]}}`})
+	scenario(t, b, s, "hook")
+}

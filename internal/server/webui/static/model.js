@@ -11,6 +11,7 @@ export const EVENT_TYPES = [
   'compaction/start', 'compaction/summary', 'compaction/end', 'compaction/prune',
   'sandbox/mode', 'sandbox/backend', 'approval/policy', 'approval/asked', 'approval/decided',
   'permission/preset', 'subagent/start', 'subagent/end', 'subagent/descriptor', 'session/title',
+  'hook/invoked', 'hook/result',
 ];
 
 const SUBAGENT_TOOLS = new Set(['subagent', 'subagent_fork']);
@@ -253,6 +254,15 @@ export class SessionModel {
       case 'llm/retry-started': {
         const it = this.items.get(`a:${d.turn}:${d.step}`);
         if (it && !it.done) { it.blocks = []; touch(it.key); }
+        break;
+      }
+      case 'hook/result': {
+        // Only what changed the course of things is shown: a hook that
+        // denied or blocked, or one whose answer could not be used.
+        if (!d.decision && !d.error && !d.timedOut) break;
+        const what = d.decision === 'deny' || d.decision === 'block' ? `${d.decision === 'deny' ? 'denied' : 'blocked'} it` : d.decision ? `answered ${d.decision}` : 'failed';
+        const why = d.reason || d.error || d.stderrSummary || (d.timedOut ? 'timed out' : '');
+        touch(this.add(`hook:${ev.seq}`, { kind: 'note', tone: d.decision === 'allow' ? 'info' : 'warn', text: `Hook ${d.event}${d.matcher ? ' (' + d.matcher + ')' : ''} ${what}${why ? ': ' + why.trim() : ''}` }).key);
         break;
       }
       case 'session/end-seed':
