@@ -28,7 +28,7 @@ func TestBrowserStream(t *testing.T) {
 	srv := llmtest.New()
 	defer srv.Close()
 	srv.Enqueue(llmtest.Response{Reasoning: "The user wants to see streaming; answer in a few short parts.", Text: streamedAnswer,
-		ChunkRunes: 6, DelayPerChunk: 40 * time.Millisecond, Usage: &llmtest.Usage{Input: 1200, Output: 180}},
+		ChunkRunes: 6, DelayPerChunk: 60 * time.Millisecond, Usage: &llmtest.Usage{Input: 1200, Output: 180}},
 		llmtest.Response{Text: "Then the page is done.", Usage: &llmtest.Usage{Input: 1500, Output: 12}})
 	s := startServe(t, srv)
 	scenario(t, b, s, "stream", "EXPECT_TEXT="+streamedAnswer)
@@ -197,7 +197,9 @@ func TestBrowserSessionsLive(t *testing.T) {
 	b := needBrowser(t)
 	srv := llmtest.New()
 	defer srv.Close()
-	srv.Enqueue(llmtest.Response{Text: strings.Repeat("A slow story goes on. ", 20) + "The end.", ChunkRunes: 4, DelayPerChunk: 50 * time.Millisecond})
+	// The stream stalls after a few chunks, so A is running for as long as
+	// the scenario needs; the scenario cancels it.
+	srv.Enqueue(llmtest.Response{Text: strings.Repeat("A slow story goes on. ", 20) + "The end.", ChunkRunes: 4, StallAfter: 12})
 	s := startServe(t, srv)
 	scenario(t, b, s, "multi")
 }

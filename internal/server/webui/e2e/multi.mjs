@@ -1,6 +1,6 @@
-// Several sessions update live: while session A streams, the page shows
+// Several sessions update live: while session A runs, the page shows
 // session B, and the sidebar follows A's status over the host feed
-// (running, then idle) without a reload.
+// (running, then idle once A is cancelled) without a reload.
 import { launch, open, newSession, prompt, shot, expect, run } from './lib.mjs';
 
 run(async () => {
@@ -13,12 +13,16 @@ run(async () => {
   const bId = await newSession(page, { title: 'Session B' });
   expect(a !== bId, 'the second session reused the first id');
   const dot = `.sess[data-session="${a}"] .dot`;
+  // A's model stream stalls (scripted), so A runs until it is cancelled.
   await page.waitForSelector(`${dot}.running`);
   await shot(page, 'h1-two-sessions');
-  await page.waitForSelector(`${dot}.idle`, { timeout: 30000 });
-  // Back on A, the whole answer is there.
+  const status = await page.evaluate(async (id) => (await fetch(`/api/sessions/${id}/cancel`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' })).status, a);
+  expect(status === 202, `cancel answered ${status}`);
+  await page.waitForSelector(`${dot}.idle`);
+  // Back on A, its partial answer and the cancellation are there.
   await page.click(`.sess[data-session="${a}"]`);
-  await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('The end.')));
+  await page.waitForSelector('.turn-end.aborted');
+  await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('A slow story')));
   // A long history: a workspace lists its newest sessions, the rest on request.
   const made = await page.evaluate(async (cwd) => {
     for (let i = 0; i < 26; i++) {

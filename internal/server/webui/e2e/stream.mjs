@@ -45,7 +45,7 @@ run(async () => {
       return { text: a ? a.innerText : '', streaming: !!document.querySelector('.item-assistant .caret') };
     });
     if (s.streaming && s.text) seen.add(s.text.length);
-    if (s.streaming && !shotTaken && s.text.length > 80) {
+    if (s.streaming && !shotTaken && s.text.length > 40) {
       // A message typed during the turn is queued for the next one.
       await page.fill('#composer-input', 'And then?');
       await page.press('#composer-input', 'Enter');
