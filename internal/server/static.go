@@ -15,7 +15,9 @@ import (
 // UI routes on the client).
 func (s *Server) static() http.Handler {
 	files := webui.FS()
-	fileServer := http.FileServerFS(files)
+	// webui.Handler serves the files with a strict same-origin CSP and
+	// ETags; this wrapper adds the token exchange and the client routes.
+	ui := webui.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -50,9 +52,6 @@ func (s *Server) static() http.Handler {
 				r = r2
 			}
 		}
-		if name == "" || name == "index.html" {
-			h.Set("Cache-Control", "no-cache")
-		}
-		fileServer.ServeHTTP(w, r)
+		ui.ServeHTTP(w, r)
 	})
 }

@@ -1,0 +1,273 @@
+package webui_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/llm/llmtest"
+)
+
+// call is a scripted tool call with JSON arguments.
+func call(name string, args map[string]any) llmtest.ToolCall {
+	b, _ := json.Marshal(args)
+	return llmtest.ToolCall{Name: name, Arguments: string(b)}
+}
+
+const streamedAnswer = "Each chunk the model sends is logged as an **assistant/chunk** event, and dsh serve pushes it over " +
+	"Server-Sent Events the moment it is appended.\n\n- The page folds the events into the conversation.\n" +
+	"- A reload replays the log from the start.\n- A reconnect resumes after the last `seq` it saw.\n\nNothing is kept anywhere else."
+
+// TestBrowserStream: (a) a prompt streams its answer into the page.
+func TestBrowserStream(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Reasoning: "The user wants to see streaming; answer in a few short parts.", Text: streamedAnswer,
+		ChunkRunes: 6, DelayPerChunk: 60 * time.Millisecond, Usage: &llmtest.Usage{Input: 1200, Output: 180}},
+		llmtest.Response{Text: "Then the page is done.", Usage: &llmtest.Usage{Input: 1500, Output: 12}})
+	s := startServe(t, srv)
+	scenario(t, b, s, "stream", "EXPECT_TEXT="+streamedAnswer)
+}
+
+const writeReason = "The user asked for this file; the sandbox is read-only."
+
+// escalatedWrite is how a model writes under the read-only preset: file
+// tools cannot escalate, and bash may ask for workspace-write only for
+// the exact command the sandbox refused, so the command runs plainly
+// first (refused: read-only) and is then retried with the escalation,
+// which asks for approval.
+func escalatedWrite(name, line string) []llmtest.Response {
+	cmd := fmt.Sprintf("printf '%%s\\n' '%s' > %s", line, name)
+	return []llmtest.Response{
+		{ToolCalls: []llmtest.ToolCall{call("bash", map[string]any{"command": cmd, "description": "Write " + name})}},
+		{Text: "The sandbox is read-only, so the write needs your approval.", ToolCalls: []llmtest.ToolCall{call("bash", map[string]any{
+			"command": cmd, "description": "Write " + name, "sandbox_permissions": "workspace-write", "justification": writeReason,
+		})}},
+	}
+}
+
+// TestBrowserApproval: (b) a write under read-only raises the approval
+// panel; Allow once writes the file on disk.
+func TestBrowserApproval(t *testing.T) {
+	b := needBrowser(t)
+	needSandbox(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	const content = "hello from the browser test\n"
+	srv.Enqueue(escalatedWrite("greeting.txt", strings.TrimSuffix(content, "\n"))...)
+	srv.Enqueue(llmtest.Response{Text: "Wrote greeting.txt."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "approval", "EXPECT_FILE=greeting.txt", "EXPECT_REASON="+writeReason)
+	got, err := os.ReadFile(filepath.Join(s.dir, "greeting.txt"))
+	if err != nil || string(got) != content {
+		t.Fatalf("greeting.txt = %q, %v", got, err)
+	}
+}
+
+// TestBrowserReloadPendingApproval: (c) a reload while the approval is
+// pending shows it again and answering still works.
+func TestBrowserReloadPendingApproval(t *testing.T) {
+	b := needBrowser(t)
+	needSandbox(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(escalatedWrite("kept.txt", "kept")...)
+	srv.Enqueue(escalatedWrite("refused.txt", "refused")...)
+	srv.Enqueue(llmtest.Response{Text: "Understood: kept.txt is written, refused.txt is not."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "reload", "EXPECT_FILE=kept.txt")
+	if got, err := os.ReadFile(filepath.Join(s.dir, "kept.txt")); err != nil || string(got) != "kept\n" {
+		t.Fatalf("kept.txt = %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "refused.txt")); !os.IsNotExist(err) {
+		t.Fatalf("refused.txt exists after a rejection (%v)", err)
+	}
+	// The rejection's feedback reached the model.
+	reqs := srv.Requests()
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "Not that one, thanks.") {
+		t.Errorf("the last request lacks the rejection feedback")
+	}
+}
+
+// TestBrowserSubagentTree: (d) a three-level subagent tree renders and a
+// child opens. Sessions run concurrently, so the fake model answers by
+// conversation (its first user message) rather than in queue order.
+func TestBrowserSubagentTree(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	const rootPrompt, childTask, grandchildTask = "Delegate the survey.", "Survey the repository and delegate the test check.", "Run the test suite and report."
+	srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		done := r.ToolResultCount() > 0
+		switch firstUserText(r, rootPrompt, childTask, grandchildTask) {
+		case rootPrompt:
+			if msgs := r.Messages(); done && msgs[len(msgs)-1]["role"] == "user" {
+				// The continuable child's settle notice starts a turn of its own.
+				return llmtest.Response{Text: "Noted: the survey subagent has settled."}
+			}
+			if done {
+				return llmtest.Response{Text: "All three levels finished."}
+			}
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{call("subagent", map[string]any{"description": "Survey the repository", "prompt": childTask})}}
+		case childTask:
+			if msgs := r.Messages(); done && msgs[len(msgs)-1]["role"] == "user" {
+				return llmtest.Response{Text: "Noted: the test check has settled."}
+			}
+			if done {
+				return llmtest.Response{Text: "Survey done; the grandchild reports that the tests pass."}
+			}
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{call("subagent", map[string]any{"description": "Check the tests", "prompt": grandchildTask})}}
+		case grandchildTask:
+			return llmtest.Response{Text: "The tests pass (3 of 3)."}
+		}
+		return llmtest.Response{Status: 500, ErrorBody: "unexpected conversation"}
+	})
+	s := startServe(t, srv)
+	scenario(t, b, s, "tree")
+}
+
+// firstUserText returns the marker found in the earliest user message
+// that holds any of them.
+func firstUserText(r llmtest.Request, markers ...string) string {
+	for _, m := range r.Messages() {
+		if m["role"] != "user" {
+			continue
+		}
+		b, _ := json.Marshal(m["content"])
+		for _, k := range markers {
+			if strings.Contains(string(b), k) {
+				return k
+			}
+		}
+	}
+	return ""
+}
+
+// TestBrowserCancelKeepsPartial: (e) cancel keeps the partial answer.
+func TestBrowserCancelKeepsPartial(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	story := strings.Repeat("Once upon a time a harness streamed its answer, one small chunk at a time. ", 12)
+	srv.Enqueue(llmtest.Response{Text: story, ChunkRunes: 4, DelayPerChunk: 60 * time.Millisecond})
+	s := startServe(t, srv)
+	scenario(t, b, s, "cancel", "EXPECT_TEXT="+story)
+}
+
+// TestBrowserJobs: a background job shows in the side panel and its
+// completion notice starts the next turn.
+func TestBrowserJobs(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		msgs := r.Messages()
+		switch {
+		case r.ToolResultCount() == 0:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{call("bash", map[string]any{"command": "sleep 0.5; echo job-finished", "description": "Slow job", "run_in_background": true})}}
+		case msgs[len(msgs)-1]["role"] == "user":
+			return llmtest.Response{Text: "The background job finished: job-finished."}
+		default:
+			return llmtest.Response{Text: "Started it in the background."}
+		}
+	})
+	s := startServe(t, srv)
+	scenario(t, b, s, "jobs")
+}
+
+// TestBrowserServerRestart: a restart of dsh serve loses nothing; the
+// page reconnects, resumes after the last seq it saw and goes on.
+func TestBrowserServerRestart(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Text: "First answer."}, llmtest.Response{Text: "Second answer, after the restart."})
+	s := startServe(t, srv)
+	scenarioRestart(t, b, s)
+}
+
+// TestBrowserSessionsLive: the sidebar follows another session's status
+// live while the page shows a second session.
+func TestBrowserSessionsLive(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	// The stream stalls after a few chunks, so A is running for as long as
+	// the scenario needs; the scenario cancels it.
+	srv.Enqueue(llmtest.Response{Text: strings.Repeat("A slow story goes on. ", 20) + "The end.", ChunkRunes: 4, StallAfter: 12})
+	s := startServe(t, srv)
+	scenario(t, b, s, "multi")
+}
+
+// onePixelPNG is a valid 1×1 PNG.
+const onePixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+// TestBrowserImage: an image pasted into the composer reaches the model
+// with the prompt and shows in the prompt's bubble.
+func TestBrowserImage(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Text: "A single dot."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "image", "PNG_B64="+onePixelPNG, "VISION_MODEL=deepseek/deepseek-v4-flash-vision-exp")
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d model requests, want 1", len(reqs))
+	}
+	body := string(reqs[0].Body)
+	if strings.Count(body, onePixelPNG) != 1 || !strings.Contains(body, "What is in this image?") {
+		t.Errorf("the request does not carry the prompt and exactly one image:\n%.2000s", body)
+	}
+}
+
+// TestBrowserToolCards: write, read, edit and web_fetch calls render as
+// cards with diffs, paths and the URL; the file on disk ends up edited.
+func TestBrowserToolCards(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("write", map[string]any{"file_path": "notes.md", "content": "# Notes\n\n- first\n- second\n"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("read", map[string]any{"file_path": "notes.md"})}},
+		llmtest.Response{Text: "Fixing the heading.", ToolCalls: []llmtest.ToolCall{call("edit", map[string]any{"file_path": "notes.md", "old_string": "# Notes", "new_string": "# Project notes"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("web_fetch", map[string]any{"url": "https://docs.example.invalid/guide"})}},
+		llmtest.Response{Text: "Done editing; the docs could not be fetched."},
+	)
+	s := startServe(t, srv)
+	scenario(t, b, s, "tools")
+	if got, err := os.ReadFile(filepath.Join(s.dir, "notes.md")); err != nil || string(got) != "# Project notes\n\n- first\n- second\n" {
+		t.Fatalf("notes.md = %q, %v", got, err)
+	}
+}
+
+// TestBrowserModelError: a refused model call ends the turn with the
+// failure shown; the next prompt works.
+func TestBrowserModelError(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Status: 400, ErrorBody: `{"error":{"message":"the prompt was rejected by the provider","type":"invalid_request_error"}}`},
+		llmtest.Response{Text: "Back on track."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "error")
+}
+
+// TestBrowserHookDenial: a PreToolUse hook that refuses a bash command
+// (exit 2, as in Claude Code) shows as a note with its reason.
+func TestBrowserHookDenial(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("bash", map[string]any{"command": "git push", "description": "Push"})}},
+		llmtest.Response{Text: "The hook refused the push."},
+	)
+	s := startServeWith(t, srv, map[string]string{"hooks.json": `{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "echo 'no pushing' >&2; exit 2"}]}]}}`})
+	scenario(t, b, s, "hook")
+}
