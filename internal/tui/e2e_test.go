@@ -92,7 +92,9 @@ func (tm *term) start(cols, rows int, args ...string) {
 		"-e", "TERM=xterm-256color", "-e", "NO_COLOR=",
 		// The shell reports dsh's exit status on the screen (tmux's
 		// pane_dead_status is not always filled in).
-		strings.Join(quoteAll(cmd), " ")+`; echo "dsh-exit=$?"`, ";", "set-option", "-t", "m", "remain-on-exit", "on")
+		strings.Join(quoteAll(cmd), " ")+`; echo "dsh-exit=$?"`, ";", "set-option", "-t", "m", "remain-on-exit", "on",
+		// A test may kill its session and start another: the server stays.
+		";", "set-option", "-g", "exit-empty", "off")
 	if err != nil {
 		tm.t.Fatal(err)
 	}

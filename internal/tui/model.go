@@ -123,9 +123,10 @@ type model struct {
 	// while one print is in flight, so the scrollback keeps log order.
 	pending  []string
 	printing bool
-	// peakRows is the tallest frame drawn since the last print began:
-	// a print plus the frame must fit the screen (see flush).
-	peakRows int
+	// frames are the heights of the frames drawn lately: a print plus
+	// the frame the renderer last put on the screen must fit it (see
+	// flush), and that frame may be a few draws old.
+	frames []frameRow
 	// transcript keeps what was printed, for the alt-screen view only.
 	transcript []string
 	scroll     int
@@ -310,7 +311,6 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.tick()
 	case printedMsg:
 		m.printing = false
-		m.peakRows = 0
 		return m, m.flush()
 	case doneMsg:
 		if msg.err != nil {
@@ -463,7 +463,7 @@ func (m *model) flush() tea.Cmd {
 		return nil
 	}
 	lines := strings.Split(text, "\n")
-	fit := max(m.height-max(m.peakRows, m.frameRows())-1, 1)
+	fit := max(min(m.height/2-1, m.height-max(m.recentRows(), m.frameRows())-1), 1)
 	if rows := printedRows(lines, m.width); rows > fit {
 		n := 0
 		for used := 0; n < len(lines); n++ {
@@ -478,6 +478,40 @@ func (m *model) flush() tea.Cmd {
 	}
 	m.printing = true
 	return tea.Sequence(tea.Println(text), func() tea.Msg { return printedMsg{} })
+}
+
+// frameRow is one drawn frame's height and time.
+type frameRow struct {
+	at   time.Time
+	rows int
+}
+
+// recentWindow is how far back a drawn frame may still be what the
+// renderer shows: several of its 60 Hz frames.
+const recentWindow = 250 * time.Millisecond
+
+// noteFrame records a drawn frame's height.
+func (m *model) noteFrame(rows int) {
+	now := time.Now()
+	keep := m.frames[:0]
+	for _, f := range m.frames {
+		if now.Sub(f.at) < recentWindow {
+			keep = append(keep, f)
+		}
+	}
+	m.frames = append(keep, frameRow{now, rows})
+}
+
+// recentRows is the tallest frame drawn within recentWindow.
+func (m *model) recentRows() int {
+	n := 0
+	now := time.Now()
+	for _, f := range m.frames {
+		if now.Sub(f.at) < recentWindow {
+			n = max(n, f.rows)
+		}
+	}
+	return n
 }
 
 // printedRows is how many screen rows lines take at width columns.

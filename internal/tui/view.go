@@ -48,8 +48,8 @@ func (m *model) View() tea.View {
 			offset += len(tr)
 		}
 	}
-	if rows := strings.Count(content, "\n") + 1; rows > m.peakRows && !m.o.AltScreen {
-		m.peakRows = rows
+	if !m.o.AltScreen {
+		m.noteFrame(strings.Count(content, "\n") + 1)
 	}
 	v := tea.NewView(content)
 	v.AltScreen = m.o.AltScreen
@@ -79,9 +79,10 @@ func (m *model) liveTop() string {
 	st := m.st
 	// What the live area may use for the streaming answer: the screen
 	// less the composer, the status line and the rows below.
-	// The frame stays within half the screen where it can, so that what
-	// is printed above it has room (see flush).
-	room := max(min(m.height/2, m.height-8)-len(st.order)-len(st.kids), 3)
+	// The frame stays within half the screen where it can (the streaming
+	// answer shows its tail), so that what is printed above it has room
+	// (see flush): the rule, composer, status and hint take 4 rows.
+	room := max(m.height/2-5-len(st.order)-len(st.kids), 3)
 	if r := strings.TrimSpace(st.reasoning.String()); r != "" && st.text.Len() == 0 || m.expand && st.reasoning.Len() > 0 {
 		r = progress.Clean(strings.TrimSpace(st.reasoning.String()))
 		if m.expand {
