@@ -107,6 +107,9 @@ func TestLiveTail(t *testing.T) {
 	if got := liveTail("a\nb\nc", 2); got != "b\nc" {
 		t.Errorf("plain cut: %q", got)
 	}
+	if got := liveTail("x\n```\ncode\n```\n\nafter", 3); got != "after" {
+		t.Errorf("cut on a closing fence: %q", got)
+	}
 	if got := liveTail("a\nb", 5); got != "a\nb" {
 		t.Errorf("short text: %q", got)
 	}

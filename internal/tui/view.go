@@ -96,12 +96,21 @@ func (m *model) liveTop() string {
 	}
 	if t := st.text.String(); strings.TrimSpace(t) != "" {
 		if m.liveKey.n != len(t) || m.liveKey.width != w || m.liveKey.room != room {
+			full := strings.TrimSpace(t)
+			tail := liveTail(full, room)
+			mark := m.th.ok.Render("●") + " "
+			if len(tail) < len(full) {
+				mark = m.th.dim.Render("⋮") + " " // the start scrolled away
+			}
 			m.liveKey = liveCache{n: len(t), width: w, room: room,
-				out: indent(m.th.markdown(progress.Clean(liveTail(strings.TrimSpace(t), room)), w-2), w+100, m.th.ok.Render("●")+" ", "  ")}
+				out: indent(m.th.markdown(progress.Clean(tail), w-2), w+100, mark, "  ")}
 		}
 		lines := strings.Split(m.liveKey.out, "\n")
 		if len(lines) > room {
 			lines = lines[len(lines)-room:]
+			if strings.HasPrefix(lines[0], "  ") {
+				lines[0] = m.th.dim.Render("⋮") + " " + lines[0][2:] // the start scrolled away
+			}
 		}
 		parts = append(parts, strings.Join(lines, "\n"))
 	}
@@ -149,6 +158,11 @@ func liveTail(t string, rows int) string {
 	}
 	rest := strings.TrimLeft(t[i+1:], "\n")
 	if strings.Count(t[:i], "```")%2 == 1 {
+		if strings.HasPrefix(rest, "```") {
+			// The cut falls on the block's closing fence: drop it.
+			_, after, _ := strings.Cut(rest, "\n")
+			return strings.TrimLeft(after, "\n")
+		}
 		return "```\n" + rest
 	}
 	return rest
