@@ -32,7 +32,7 @@ func (t theme) renderBlock(b block, width int, expand bool) string {
 			return indent(t.dim.Render(progress.Clean(b.text)), width, t.dim.Render("∴ "), "  ")
 		}
 		label := "Thought"
-		if b.ms > 0 {
+		if b.ms >= 100 { // shorter is a replay or one chunk: no real duration
 			label += " for " + progress.Seconds(b.ms)
 		}
 		return t.dim.Render(cut("∴ "+label+" · ctrl+o expands", width))
