@@ -253,8 +253,10 @@ func TestStreamedAnswerAndStatusLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	tm.start(100, 30, "tui", "--continue")
-	s = tm.waitFor("• second point")
-	if !strings.Contains(s, "› hello there") || !strings.Contains(s, "/help for commands") {
+	s = tm.waitScreen("the replayed history and the composer", func(s string) bool {
+		return strings.Contains(s, "• second point") && strings.Contains(s, "/help for commands")
+	})
+	if !strings.Contains(s, "› hello there") || !strings.Contains(s, "deepseek/deepseek-v4-flash · ") {
 		t.Errorf("--continue did not replay the session:\n%s", s)
 	}
 	tm.keys("C-d")

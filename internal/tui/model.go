@@ -131,10 +131,13 @@ type model struct {
 	transcript []string
 	scroll     int
 
-	overlay  *overlay
-	quitting bool
-	exitCode int
-	liveKey  liveCache
+	overlay *overlay
+	// startCmds are run by Init (following children a resumed session
+	// has running).
+	startCmds []tea.Cmd
+	quitting  bool
+	exitCode  int
+	liveKey   liveCache
 }
 
 // liveCache keeps the last render of the streaming text.
@@ -177,7 +180,7 @@ func newComposer() textarea.Model {
 
 // Init starts reading the log and the feed.
 func (m *model) Init() tea.Cmd {
-	return tea.Batch(m.waitEvents(), m.waitFeed(), m.loadApprovals())
+	return tea.Batch(append([]tea.Cmd{m.waitEvents(), m.waitFeed(), m.loadApprovals(), m.tick()}, m.startCmds...)...)
 }
 
 func (m *model) waitEvents() tea.Cmd {

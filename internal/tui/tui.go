@@ -15,8 +15,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/term"
 )
 
 // Run opens the session o.Open names and runs the UI on in/out until the
@@ -31,7 +34,32 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 	id = info.Header.ID
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := b.Follow(ctx, id, -1)
+	if out == nil {
+		out = os.Stdout
+	}
+	// A resumed session's history is printed before the UI starts, as
+	// plain lines into the scrollback: folding the stored log through the
+	// same state and renderer is quick, where printing it through the
+	// running UI goes a screenful at a time.
+	st := newState()
+	if info.Turns > 0 || info.LastSeq > 0 {
+		events, err := b.Events(ctx, id)
+		if err != nil {
+			return 0, id, fmt.Errorf("read session %s: %w", id, err)
+		}
+		th, width := newTheme(o.Color), termCols(out, o.Cols)
+		var buf strings.Builder
+		for _, e := range events {
+			for _, bl := range st.apply(e) {
+				buf.WriteString(th.renderBlock(bl, width, false))
+				buf.WriteByte('\n')
+			}
+		}
+		if _, err := io.WriteString(out, buf.String()); err != nil {
+			return 0, id, err
+		}
+	}
+	stream, err := b.Follow(ctx, id, st.lastSeq)
 	if err != nil {
 		return 0, id, fmt.Errorf("follow session %s: %w", id, err)
 	}
@@ -41,6 +69,14 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 		return 0, id, fmt.Errorf("host feed: %w", err)
 	}
 	m := newModel(ctx, o, info, stream, feed)
+	m.st = st
+	// Children the history shows running are followed, and their
+	// approvals answered, as if their start had just been read.
+	for run, c := range st.children {
+		m.kin[c.childID] = true
+		m.followed[run] = nil
+		m.startCmds = append(m.startCmds, m.followChild(run, c.childID))
+	}
 	// Until the log names the model (its first request), the status line
 	// shows the one a new session gets; a resumed session's log names its
 	// own at once.
@@ -53,9 +89,7 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 	if in != nil {
 		opts = append(opts, tea.WithInput(in))
 	}
-	if out != nil {
-		opts = append(opts, tea.WithOutput(out))
-	}
+	opts = append(opts, tea.WithOutput(out))
 	if o.Cols > 0 && o.Rows > 0 {
 		opts = append(opts, tea.WithWindowSize(o.Cols, o.Rows))
 	}
@@ -69,4 +103,17 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 		return 1, m.id, runErr
 	}
 	return m.exitCode, m.id, nil
+}
+
+// termCols is the width of out when it is a terminal, else cols (or 80).
+func termCols(out io.Writer, cols int) int {
+	if f, ok := out.(*os.File); ok {
+		if w, _, err := term.GetSize(f.Fd()); err == nil && w > 0 {
+			return w
+		}
+	}
+	if cols > 0 {
+		return cols
+	}
+	return 80
 }
