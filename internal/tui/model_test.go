@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -545,5 +546,27 @@ func TestSwitchingChoicesKeepsTheOthers(t *testing.T) {
 	h.key("enter")
 	if len(h.b.reopens) != 2 || !strings.Contains(h.transcript(), "/model waits for the turn to end") {
 		t.Errorf("a switch during a turn was not refused: %+v", h.b.reopens)
+	}
+}
+
+func TestLongPasteIsKeptWhole(t *testing.T) {
+	h := newHarness(t, 80, 24)
+	var lines []string
+	for i := range 500 {
+		lines = append(lines, fmt.Sprintf("pasted line %d", i))
+	}
+	text := strings.Join(lines, "\n")
+	h.send(tea.PasteMsg{Content: text})
+	if got := h.m.composer.Value(); got != text {
+		t.Fatalf("the paste was cut: %d of %d bytes", len(got), len(text))
+	}
+	h.key("enter")
+	if len(h.b.sent) != 1 || h.b.sent[0].text != text {
+		t.Fatalf("sent %d messages", len(h.b.sent))
+	}
+	for _, l := range strings.Split(h.view(), "\n") {
+		if strings.Contains(l, "pasted line") {
+			t.Fatalf("the sent paste is still in the composer: %q", l)
+		}
 	}
 }
