@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"reflect"
 	"sync"
 
@@ -114,6 +115,102 @@ func (ib *inbox) claim(turnBoundary bool, check func([]llm.Message) *llm.Failure
 func (ib *inbox) removeLocked(target string, n int, outcome string) error {
 	_, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
 		Target: target, Start: 0, RemovedCount: n, Inserted: []llm.Message{}, Outcome: outcome,
+	})
+	return err
+}
+
+// CodeQueueItemNotFound is the stable code of a [QueueItemError].
+const CodeQueueItemNotFound = "QUEUE_ITEM_NOT_FOUND"
+
+// QueueItemError reports that no queued next-turn message has the id a
+// Promote or Unqueue named: it was never queued, or a turn already took
+// it, or it was promoted or removed before.
+type QueueItemError struct{ ID string }
+
+func (e *QueueItemError) Error() string {
+	return fmt.Sprintf("no queued message %q (it may have started a turn already)", e.ID)
+}
+
+// Code returns [CodeQueueItemNotFound].
+func (e *QueueItemError) Code() string { return CodeQueueItemNotFound }
+
+// Promote moves the queued next-turn message msgID to the end of
+// next-step, so it enters the running turn at its next step (or starts a
+// turn when the agent is idle, like Steer). The move is logged as two
+// splices, a removal from next-turn with outcome "steered" and an
+// insertion into next-step, so that restore rebuilds the same inbox.
+func (a *Agent) Promote(msgID string) error {
+	if err := a.goLive(); err != nil {
+		return err
+	}
+	if err := a.inbox.promote(msgID); err != nil {
+		return err
+	}
+	a.Wake()
+	return nil
+}
+
+// Unqueue removes the queued next-turn message msgID (logged as a splice
+// with outcome "removed").
+func (a *Agent) Unqueue(msgID string) error {
+	if err := a.goLive(); err != nil {
+		return err
+	}
+	return a.inbox.unqueue(msgID)
+}
+
+// indexLocked returns the position of msgID in next-turn.
+func (ib *inbox) indexLocked(msgID string) (int, error) {
+	for i, q := range ib.nextTurn {
+		if q.msg.ID == msgID {
+			return i, nil
+		}
+	}
+	return 0, &QueueItemError{ID: msgID}
+}
+
+func (ib *inbox) promote(msgID string) error {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	i, err := ib.indexLocked(msgID)
+	if err != nil {
+		return err
+	}
+	q := ib.nextTurn[i]
+	if err := ib.removeAtLocked(session.TargetNextTurn, i, "steered"); err != nil {
+		return err
+	}
+	ib.nextTurn = append(ib.nextTurn[:i:i], ib.nextTurn[i+1:]...)
+	// The inserting splice holds the message again, and the step that
+	// claims it stores its user/message as a reference to this splice,
+	// exactly as restore would rebuild it.
+	e, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
+		Target: session.TargetNextStep, Start: len(ib.nextStep), Inserted: []llm.Message{q.msg},
+	})
+	if err != nil {
+		return err
+	}
+	ib.nextStep = append(ib.nextStep, queued{msg: q.msg, ref: session.InboxRef{Seq: e.Seq}})
+	return nil
+}
+
+func (ib *inbox) unqueue(msgID string) error {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	i, err := ib.indexLocked(msgID)
+	if err != nil {
+		return err
+	}
+	if err := ib.removeAtLocked(session.TargetNextTurn, i, "removed"); err != nil {
+		return err
+	}
+	ib.nextTurn = append(ib.nextTurn[:i:i], ib.nextTurn[i+1:]...)
+	return nil
+}
+
+func (ib *inbox) removeAtLocked(target string, i int, outcome string) error {
+	_, err := ib.log.Append(session.TypeInboxSpliced, session.InboxSpliced{
+		Target: target, Start: i, RemovedCount: 1, Inserted: []llm.Message{}, Outcome: outcome,
 	})
 	return err
 }

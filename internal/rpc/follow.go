@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/dsh-dev/dsh/internal/session"
@@ -18,6 +19,8 @@ func (s *server) follow(ctx context.Context, id string, after int64) {
 	for _, a := range s.h.Approvals(id) {
 		_ = s.conn.Notify("approval/requested", map[string]any{"approval": a})
 	}
+	// Once the follower ends, nobody waits for its notifications.
+	defer s.noteEmitted(id, math.MaxInt64)
 	st, err := s.h.Follow(ctx, id, after)
 	if err != nil {
 		fmt.Fprintf(s.o.Log, "dsh rpc: follow %s: %v\n", id, err)
@@ -33,6 +36,9 @@ func (s *server) follow(ctx context.Context, id string, after int64) {
 		}
 		for _, e := range events {
 			s.emit(id, e, k)
+		}
+		if n := len(events); n > 0 {
+			s.noteEmitted(id, events[n-1].Seq)
 		}
 	}
 }

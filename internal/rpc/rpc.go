@@ -55,6 +55,12 @@ type server struct {
 	initialized bool                          // guarded by mu
 	sessions    map[string]context.CancelFunc // guarded by mu; attached sessions' followers
 	prompts     map[string]int                // guarded by mu; prompts in flight per session
+	// emitted is the seq of the last event notified per session (math.MaxInt64
+	// once its follower ended), and emitWake is closed and replaced whenever
+	// it grows, so a prompt's answer can wait until the turn's last event
+	// was notified: the client reads every update before the result.
+	emitted  map[string]int64 // guarded by mu
+	emitWake chan struct{}    // guarded by mu
 }
 
 // Serve speaks the dsh rpc protocol on in/out until in ends or ctx ends;
@@ -65,7 +71,8 @@ func Serve(ctx context.Context, h *host.Host, in io.Reader, out io.Writer, o Opt
 		o.Log = io.Discard
 	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &server{h: h, o: o, ctx: sctx, stop: stop, sessions: map[string]context.CancelFunc{}, prompts: map[string]int{}}
+	s := &server{h: h, o: o, ctx: sctx, stop: stop, sessions: map[string]context.CancelFunc{}, prompts: map[string]int{},
+		emitted: map[string]int64{}, emitWake: make(chan struct{})}
 	s.conn = jsonrpc.NewConn(in, out, jsonrpc.Options{
 		Dialect:         jsonrpc.V2,
 		OnRequest:       s.onRequest,
@@ -278,7 +285,43 @@ func (s *server) prompt(ctx context.Context, params json.RawMessage) (any, *json
 	if err != nil {
 		return nil, hostError(err)
 	}
+	// The answer follows the notification of the turn's last event.
+	if err := s.waitEmitted(ctx, id, res.EndSeq); err != nil {
+		return nil, hostError(err)
+	}
 	return map[string]any{"sessionId": id, "result": res}, nil
+}
+
+// noteEmitted records that session id's events up to seq were notified.
+func (s *server) noteEmitted(id string, seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq <= s.emitted[id] {
+		return
+	}
+	s.emitted[id] = seq
+	close(s.emitWake)
+	s.emitWake = make(chan struct{})
+}
+
+// waitEmitted waits until session id's events up to seq were notified (or
+// its follower ended).
+func (s *server) waitEmitted(ctx context.Context, id string, seq int64) error {
+	for {
+		s.mu.Lock()
+		done, wake := s.emitted[id] >= seq, s.emitWake
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+	}
 }
 
 func (s *server) cancel(ctx context.Context, params json.RawMessage) (any, *jsonrpc.Error) {

@@ -53,6 +53,7 @@ var statusOf = map[string]int{
 	"APPROVAL_NOT_PENDING": http.StatusConflict,
 	"APPROVAL_NOT_FOUND":   http.StatusNotFound,
 	"HOST_CLOSED":          http.StatusServiceUnavailable,
+	"QUEUE_ITEM_NOT_FOUND": http.StatusNotFound,
 
 	// internal/workspace
 	"WORKSPACE_NOT_FOUND":     http.StatusNotFound,

@@ -185,8 +185,9 @@ type sseEvent struct {
 
 // sseStream reads events of one response.
 type sseStream struct {
-	resp *http.Response
-	sc   *bufio.Scanner
+	resp  *http.Response
+	sc    *bufio.Scanner
+	retry string // the last retry: field read
 }
 
 func (e *env) openSSE(req *http.Request) *sseStream {
@@ -219,10 +220,12 @@ func (s *sseStream) next() (sseEvent, error) {
 		line := s.sc.Text()
 		switch {
 		case line == "":
-			if seen {
+			if seen && data != nil {
 				ev.Data = strings.Join(data, "\n")
 				return ev, nil
 			}
+			// A block without data (a lone retry:) dispatches nothing.
+			ev, data, seen = sseEvent{}, nil, false
 		case strings.HasPrefix(line, ":"):
 			return sseEvent{Comment: strings.TrimSpace(line[1:])}, nil
 		default:
@@ -236,6 +239,8 @@ func (s *sseStream) next() (sseEvent, error) {
 				ev.Event = v
 			case "data":
 				data = append(data, v)
+			case "retry":
+				s.retry = v
 			}
 		}
 	}

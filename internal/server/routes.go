@@ -21,6 +21,7 @@ func (s *Server) routeTable() []Route {
 		{Method: "GET", Pattern: "/api/sessions/{id}/stream", handler: s.sessionStream},
 		{Method: "POST", Pattern: "/api/sessions/{id}/messages", handler: s.sendMessage},
 		{Method: "POST", Pattern: "/api/sessions/{id}/cancel", handler: s.cancel},
+		{Method: "POST", Pattern: "/api/sessions/{id}/queue/{messageId}", handler: s.updateQueue},
 		{Method: "POST", Pattern: "/api/sessions/{id}/approvals/{approvalId}", handler: s.answer},
 		{Method: "GET", Pattern: "/api/sessions/{id}/tree", handler: s.tree},
 		{Method: "POST", Pattern: "/api/sessions/{id}/fork", handler: s.fork},

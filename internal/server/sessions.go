@@ -301,7 +301,8 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"accepted": true})
+	// The id names a queued message for POST …/queue/{messageId}.
+	writeJSON(w, http.StatusAccepted, map[string]any{"accepted": true, "messageId": msg.ID})
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {

@@ -22,7 +22,11 @@ type sseWriter struct {
 	rc *http.ResponseController
 }
 
-// startSSE sends the stream's headers.
+// retryMs is the reconnection delay every stream asks for: a browser's
+// EventSource otherwise waits about 3 s after a server restart.
+const retryMs = "1000"
+
+// startSSE sends the stream's headers and its retry field.
 func startSSE(w http.ResponseWriter) (*sseWriter, error) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -31,7 +35,7 @@ func startSSE(w http.ResponseWriter) (*sseWriter, error) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	s := &sseWriter{w: w, rc: rc}
-	return s, s.flush()
+	return s, s.write([]byte("retry: " + retryMs + "\n\n"))
 }
 
 // event writes one event; data may span lines (each gets its own data:).

@@ -20,7 +20,7 @@ func TestSSEFormat(t *testing.T) {
 	if err := s.event("", "", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	want := "id: 7\nevent: a/b event: forged\ndata: line one\ndata: line two\ndata: \n\n: ping\n\ndata: {}\n\n"
+	want := "retry: 1000\n\nid: 7\nevent: a/b event: forged\ndata: line one\ndata: line two\ndata: \n\n: ping\n\ndata: {}\n\n"
 	if got := rec.Body.String(); got != want {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}

@@ -29,9 +29,23 @@ func TestBrowserStream(t *testing.T) {
 	defer srv.Close()
 	srv.Enqueue(llmtest.Response{Reasoning: "The user wants to see streaming; answer in a few short parts.", Text: streamedAnswer,
 		ChunkRunes: 6, DelayPerChunk: 60 * time.Millisecond, Usage: &llmtest.Usage{Input: 1200, Output: 180}},
+		llmtest.Response{Text: "The log holds every event; the page only reads it.", Usage: &llmtest.Usage{Input: 1400, Output: 14}},
 		llmtest.Response{Text: "Then the page is done.", Usage: &llmtest.Usage{Input: 1500, Output: 12}})
 	s := startServe(t, srv)
 	scenario(t, b, s, "stream", "EXPECT_TEXT="+streamedAnswer)
+	// "Steer now" put the queued message into the running turn: the
+	// turn's second request ends with it; the third (the next turn) with
+	// the message left queued.
+	reqs := srv.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model requests, want 3", len(reqs))
+	}
+	for i, want := range map[int]string{1: "Mention the log too.", 2: "And then?"} {
+		msgs := reqs[i].Messages()
+		if last := msgs[len(msgs)-1]; last["role"] != "user" || !strings.Contains(fmt.Sprint(last["content"]), want) {
+			t.Errorf("request %d ends with %v, want the user message %q", i+1, last, want)
+		}
+	}
 }
 
 const writeReason = "The user asked for this file; the sandbox is read-only."

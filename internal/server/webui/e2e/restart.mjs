@@ -25,7 +25,13 @@ run(async () => {
   await page.waitForSelector('#conn[data-state="retrying"]');
   await shot(page, 'g1-reconnecting');
   await nextLine();
+  // The streams ask for retry: 1000, so the browser reconnects about a
+  // second after the new server listens (EventSource's default is ~3 s).
+  const listening = Date.now();
   await page.waitForSelector('#conn[data-state="open"]', { timeout: 20000 });
+  const reconnectMs = Date.now() - listening;
+  console.log('reconnected ms', reconnectMs);
+  expect(reconnectMs < 2500, `the page reconnected ${reconnectMs} ms after the server listened`);
   expect(await count() === before, `the timeline changed across the reconnect: ${before} → ${await count()}`);
   await prompt(page, 'Second question.');
   await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('Second answer')));

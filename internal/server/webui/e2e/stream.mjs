@@ -3,6 +3,7 @@
 import { launch, open, newSession, prompt, shot, expect, run } from './lib.mjs';
 
 const answer = process.env.EXPECT_TEXT;
+const STEERED = 'Mention the log too.';
 
 run(async () => {
   const b = await launch();
@@ -51,7 +52,15 @@ run(async () => {
       await page.press('#composer-input', 'Enter');
       await page.waitForSelector('.queued.next-turn');
       expect((await page.innerText('#queue')).includes('And then?'), 'the queued message is not shown');
+      // A second one is queued too, then steered into the running turn
+      // with its "Steer now" button: it leaves the queue for next-step.
+      await page.fill('#composer-input', STEERED);
+      await page.press('#composer-input', 'Enter');
+      await page.waitForFunction((t) => [...document.querySelectorAll('.queued.next-turn')].some((e) => e.innerText.includes(t)), STEERED);
       await shot(page, 'a1-streaming');
+      await page.click(`.queued.next-turn:has-text("${STEERED}") button.steer-now`);
+      await page.waitForFunction((t) => [...document.querySelectorAll('.queued.next-step')].some((e) => e.innerText.includes(t)), STEERED);
+      await shot(page, 'a1b-steering');
       shotTaken = true;
     }
     if (!s.streaming && s.text) break;
@@ -62,6 +71,33 @@ run(async () => {
   await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('Then the page is done.')));
   await page.waitForSelector('#status-badge.idle');
   expect(await page.isHidden('#queue'), 'the queue did not empty');
+  // The log: the steered message entered the first turn (its user/message
+  // lies between that turn's start and end, after the steered splice),
+  // and "And then?" ran as the second turn.
+  const turns = await page.evaluate(async (steered) => {
+    const id = location.hash.slice(4);
+    const { events } = await (await fetch(`/api/sessions/${id}/events?after=-1&limit=1000`)).json();
+    let turn = 0;
+    const where = {};
+    const splices = new Map();
+    for (const e of events) {
+      if (e.type === 'turn/start') turn = e.data.turn;
+      if (e.type === 'agent/inbox/spliced') {
+        splices.set(e.seq, e.data.inserted || []);
+        if (e.data.outcome === 'steered') where.steeredInTurn = turn;
+      }
+      if (e.type === 'user/message') {
+        // Stored as a reference to the splice that queued it.
+        const m = e.data.inboxRef ? splices.get(e.data.inboxRef.seq)[e.data.inboxRef.index] : e.data;
+        const text = (m.content || []).map((b) => b.text || '').join('');
+        if (text === steered) where.steered = turn;
+        if (text === 'And then?') where.queued = turn;
+      }
+    }
+    return where;
+  }, STEERED);
+  expect(turns.steeredInTurn === 1 && turns.steered === 1 && turns.queued === 2, `turns of the messages: ${JSON.stringify(turns)}`);
+  expect(await page.isVisible(`.item-user:has-text("${STEERED}")`), 'the steered message is not in the conversation');
   const text = await page.innerText('.item-assistant .answer');
   const norm = (x) => x.replace(/\s+/g, ' ').trim();
   expect(norm(text).includes(norm(answer).slice(0, 40)), `final answer ${JSON.stringify(text)}`);

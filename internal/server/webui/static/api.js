@@ -52,6 +52,7 @@ export const api = {
   createSession: (body) => request('POST', '/api/sessions', body),
   events: (id, after, limit) => request('GET', `/api/sessions/${enc(id)}/events?after=${after}&limit=${limit}`),
   send: (id, text, delivery, images) => request('POST', `/api/sessions/${enc(id)}/messages`, images && images.length ? { text, delivery, images } : { text, delivery }),
+  updateQueue: (id, messageId, op) => request('POST', `/api/sessions/${enc(id)}/queue/${enc(messageId)}`, { op }),
   cancel: (id, clearQueue = false) => request('POST', `/api/sessions/${enc(id)}/cancel`, { clearQueue }),
   answer: (id, approvalId, decision, feedback) =>
     request('POST', `/api/sessions/${enc(id)}/approvals/${enc(approvalId)}`, feedback ? { decision, feedback } : { decision }),

@@ -423,11 +423,30 @@ function paintComposer() {
   for (const [target, label] of [['next-step', 'Steering'], ['next-turn', 'Queued']]) {
     for (const x of m.queue[target] || []) {
       if (x.source.kind && x.source.kind !== 'user') continue;
-      chips.push(h('div', { class: `queued ${target}` }, h('span', { class: 'queued-label', text: label }), h('span', { class: 'queued-text', text: x.text })));
+      const chip = h('div', { class: `queued ${target}` }, h('span', { class: 'queued-label', text: label }), h('span', { class: 'queued-text', text: x.text }));
+      // A message queued for a later turn can still go into this one, or
+      // be taken back; the log's splices then update the list.
+      if (target === 'next-turn' && x.id) {
+        chip.append(h('span', { class: 'queued-actions' },
+          h('button', { type: 'button', class: 'btn ghost small steer-now', 'aria-label': `Steer now: ${x.text}`, onclick: (e) => updateQueue(e.currentTarget, x.id, 'steer') }, 'Steer now'),
+          h('button', { type: 'button', class: 'btn ghost small unqueue', 'aria-label': `Remove from queue: ${x.text}`, onclick: (e) => updateQueue(e.currentTarget, x.id, 'remove') }, 'Remove')));
+      }
+      chips.push(chip);
     }
   }
   q.replaceChildren(...chips);
   q.hidden = !chips.length;
+}
+
+async function updateQueue(btn, messageId, op) {
+  if (!view) return;
+  btn.parentElement.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+  try {
+    await api.updateQueue(view.id, messageId, op);
+  } catch (err) {
+    toast(err.code === 'QUEUE_ITEM_NOT_FOUND' ? 'That message has already left the queue.' : err.message);
+    btn.parentElement.querySelectorAll('button').forEach((b) => { b.disabled = false; });
+  }
 }
 
 async function send(delivery) {

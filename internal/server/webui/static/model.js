@@ -197,7 +197,7 @@ export class SessionModel {
         this.splices.set(ev.seq, ins);
         const list = this.queue[d.target] || (this.queue[d.target] = []);
         const start = Math.min(Math.max(d.start || 0, 0), list.length);
-        list.splice(start, d.removedCount || 0, ...ins.map((m, i) => ({ seq: ev.seq, index: i, text: textOf(m.content), source: m.source || {} })));
+        list.splice(start, d.removedCount || 0, ...ins.map((m, i) => ({ id: m.id || '', seq: ev.seq, index: i, text: textOf(m.content), source: m.source || {} })));
         ch.flags.add('queue');
         break;
       }
