@@ -189,6 +189,10 @@ func (b *attachBackend) Events(ctx context.Context, id string) ([]session.Event,
 	return out, nil
 }
 
+func (b *attachBackend) UpdateQueue(ctx context.Context, id, messageID, op string) error {
+	return b.call(ctx, "POST", sessionPath(id, "/queue/"+url.PathEscape(messageID)), nil, map[string]string{"op": op}, nil)
+}
+
 func (b *attachBackend) Cancel(ctx context.Context, id string) error {
 	return b.call(ctx, "POST", sessionPath(id, "/cancel"), nil, map[string]bool{"clearQueue": false}, nil)
 }

@@ -32,6 +32,9 @@ type Backend interface {
 	// Events reads every stored event of a session (a child's
 	// transcript).
 	Events(ctx context.Context, id string) ([]session.Event, error)
+	// UpdateQueue steers (host.QueueSteer) or removes (host.QueueRemove)
+	// a message waiting in the next-turn queue.
+	UpdateQueue(ctx context.Context, id, messageID, op string) error
 	// Cancel ends the running turn, keeping queued input.
 	Cancel(ctx context.Context, id string) error
 	// Answer answers a pending approval.
@@ -145,6 +148,10 @@ func (b *hostBackend) Events(ctx context.Context, id string) ([]session.Event, e
 		out, after = append(out, page...), next
 	}
 	return out, nil
+}
+
+func (b *hostBackend) UpdateQueue(ctx context.Context, id, messageID, op string) error {
+	return b.h.UpdateQueue(ctx, id, messageID, op)
 }
 
 func (b *hostBackend) Cancel(ctx context.Context, id string) error { return b.h.Cancel(ctx, id, false) }

@@ -102,7 +102,7 @@ func (m *model) helpText() string {
 	}
 	b.WriteString(`keys:
   enter send · ctrl+j or shift+enter newline · up/down history · tab completes @path
-  while a turn runs: enter queues (up takes it back) · ctrl+s steers the turn
+  while a turn runs: enter queues (up takes the last back) · ctrl+s steers the turn
   esc or ctrl+c cancels the turn · ctrl+c twice or ctrl+d exits · ctrl+o expands reasoning
   approval: y allow once · a allow the same bash command for the session · n deny
             e deny with feedback · enter takes the focused choice (deny first)`)
@@ -190,7 +190,7 @@ func (m *model) onSwitch(msg switchMsg) tea.Cmd {
 	m.id, m.stream = msg.info.Header.ID, own(m.ctx, streamer[session.Event](msg.stream))
 	m.st = newState()
 	m.kin = map[string]bool{m.id: true}
-	m.approvals, m.queue, m.overlay = nil, nil, nil
+	m.approvals, m.overlay = nil, nil
 	m.say(bNotice, "── session "+m.id+" ──")
 	return tea.Batch(m.flush(), m.waitEvents(), m.loadApprovals())
 }

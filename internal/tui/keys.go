@@ -193,10 +193,6 @@ func (m *model) submit(d host.Delivery) tea.Cmd {
 	if strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "//") {
 		return m.command(text)
 	}
-	if m.st.running && d == host.DeliveryQueue {
-		m.queue = append(m.queue, text)
-		return nil
-	}
 	b, ctx, id, cwd := m.b, m.ctx, m.id, m.o.Cwd
 	return func() tea.Msg {
 		t, images := withImages(text, cwd)
@@ -207,14 +203,18 @@ func (m *model) submit(d host.Delivery) tea.Cmd {
 	}
 }
 
-// historyUp takes back the last queued message for editing, else walks
-// the history.
+// historyUp takes the last queued message back from the host's queue
+// for editing, else walks the history.
 func (m *model) historyUp() tea.Cmd {
-	if m.composer.Value() == "" && len(m.queue) > 0 {
-		last := m.queue[len(m.queue)-1]
-		m.queue = m.queue[:len(m.queue)-1]
-		m.composer.SetValue(last)
-		return nil
+	if q := m.st.queue; m.composer.Value() == "" && m.st.running && len(q) > 0 {
+		last := q[len(q)-1]
+		b, ctx, id := m.b, m.ctx, m.id
+		return func() tea.Msg {
+			if err := b.UpdateQueue(ctx, id, last.ID, host.QueueRemove); err != nil {
+				return doneMsg{err: err}
+			}
+			return unqueuedMsg{text: last.Text()}
+		}
 	}
 	if len(m.history) == 0 {
 		return nil
@@ -375,3 +375,7 @@ func commonPrefix(xs []string) string {
 // sessionGrantable says whether an approval can be answered "allow for
 // the session": the host records such a grant for bash commands only.
 func sessionGrantable(a host.Approval) bool { return a.ToolName == "bash" && a.Command != "" }
+
+// unqueuedMsg brings a message taken back from the queue to the
+// composer.
+type unqueuedMsg struct{ text string }

@@ -111,13 +111,10 @@ type model struct {
 	composer textarea.Model
 	history  []string
 	histPos  int
-	// queue holds messages typed while a turn runs; they are sent when
-	// it ends (Up takes the last one back for editing).
-	queue   []string
-	hint    string
-	ctrlCAt time.Time
-	expand  bool
-	ticking bool
+	hint     string
+	ctrlCAt  time.Time
+	expand   bool
+	ticking  bool
 
 	// pending holds finished blocks not yet printed; printing is set
 	// while one print is in flight, so the scrollback keeps log order.
@@ -324,6 +321,13 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.flush()
 	case childMsg:
 		return m, m.onChild(msg)
+	case unqueuedMsg:
+		if m.composer.Value() == "" {
+			m.composer.SetValue(msg.text)
+		} else {
+			m.composer.InsertString("\n" + msg.text)
+		}
+		return m, nil
 	case reopenedMsg:
 		return m, m.onReopened(msg)
 	case switchMsg:
@@ -346,7 +350,6 @@ func (m *model) onEvents(msg eventsMsg) tea.Cmd {
 		msg.s.close() // a stream of a session the UI has left
 		return nil
 	}
-	wasRunning := m.st.running
 	var cmds []tea.Cmd
 	for _, e := range msg.events {
 		m.commit(m.st.apply(e)...)
@@ -362,9 +365,6 @@ func (m *model) onEvents(msg eventsMsg) tea.Cmd {
 	}
 	m.stopChildren()
 	cmds = append(cmds, m.flush(), m.tick())
-	if wasRunning && !m.st.running && len(m.queue) > 0 {
-		cmds = append(cmds, m.sendQueued())
-	}
 	if msg.err != nil {
 		if m.ctx.Err() == nil && !errors.Is(msg.err, context.Canceled) {
 			m.say(bError, "the session stream ended: "+msg.err.Error())
@@ -543,22 +543,6 @@ func (m *model) tick() tea.Cmd {
 	}
 	m.ticking = true
 	return tea.Tick(tickEvery, func(time.Time) tea.Msg { return tickMsg{} })
-}
-
-// sendQueued sends the messages typed during the turn, in order.
-func (m *model) sendQueued() tea.Cmd {
-	q := m.queue
-	m.queue = nil
-	b, ctx, id, cwd := m.b, m.ctx, m.id, m.o.Cwd
-	return func() tea.Msg {
-		for _, t := range q {
-			text, images := withImages(t, cwd)
-			if err := b.Send(ctx, id, text, images, host.DeliveryQueue); err != nil {
-				return doneMsg{err: err}
-			}
-		}
-		return nil
-	}
 }
 
 // quit ends the program with code.

@@ -30,13 +30,14 @@ var update = flag.Bool("update", false, "rewrite the golden frames")
 // tests drive the model's Update directly; the terminal tests drive the
 // real binary over the real host.
 type fakeBackend struct {
-	mu      sync.Mutex
-	sent    []sent
-	cancels int
-	answers []host.Answer
-	rows    []catalog.Row
-	events  map[string][]session.Event
-	reopens []OpenRequest
+	mu       sync.Mutex
+	sent     []sent
+	cancels  int
+	answers  []host.Answer
+	rows     []catalog.Row
+	events   map[string][]session.Event
+	reopens  []OpenRequest
+	queueOps []string
 }
 
 type sent struct {
@@ -63,6 +64,10 @@ func (f *fakeBackend) Events(_ context.Context, id string) ([]session.Event, err
 	return f.events[id], nil
 }
 func (f *fakeBackend) Cancel(context.Context, string) error { f.cancels++; return nil }
+func (f *fakeBackend) UpdateQueue(_ context.Context, _, messageID, op string) error {
+	f.queueOps = append(f.queueOps, op+" "+messageID)
+	return nil
+}
 func (f *fakeBackend) Answer(_ context.Context, _, _ string, a host.Answer) error {
 	f.answers = append(f.answers, a)
 	return nil
@@ -129,7 +134,7 @@ func (h *harness) run(cmd tea.Cmd) {
 		for _, c := range msg {
 			h.run(c)
 		}
-	case doneMsg, overlayMsg, approvalsMsg, reopenedMsg:
+	case doneMsg, overlayMsg, approvalsMsg, reopenedMsg, unqueuedMsg:
 		h.send(msg)
 	}
 }
@@ -292,27 +297,32 @@ func TestTypingWhileBusyQueuesAndSteers(t *testing.T) {
 	h.startTurn()
 	h.typeText("also check the tests")
 	h.key("enter")
-	if len(h.b.sent) != 0 {
-		t.Fatalf("a queued message was sent during the turn: %+v", h.b.sent)
+	if len(h.b.sent) != 1 || h.b.sent[0] != (sent{"also check the tests", host.DeliveryQueue}) {
+		t.Fatalf("a message typed during the turn: %+v", h.b.sent)
 	}
-	if v := h.view(); !strings.Contains(v, "⧗ queued: also check the tests · ↑ edits") {
+	// The host queues it for the next turn and logs that: the queue shown
+	// is the log's.
+	queued := llm.Message{ID: "m1", Role: llm.RoleUser, Content: []llm.Block{{Type: llm.BlockText, Text: "also check the tests"}}, Source: llm.Source{Kind: "user"}}
+	h.ev(session.TypeInboxSpliced, session.InboxSpliced{Target: session.TargetNextTurn, Inserted: []llm.Message{queued}})
+	if v := h.live(); !strings.Contains(v, "⧗ queued: also check the tests · ↑ edits") {
 		t.Errorf("queue not shown:\n%s", v)
 	}
 	h.key("up")
-	if got := h.m.composer.Value(); got != "also check the tests" || len(h.m.queue) != 0 {
-		t.Fatalf("up did not take the queued message back: %q %v", got, h.m.queue)
+	if len(h.b.queueOps) != 1 || h.b.queueOps[0] != host.QueueRemove+" m1" {
+		t.Fatalf("up did not take the message back from the host's queue: %v", h.b.queueOps)
 	}
-	h.typeText(" too")
-	h.key("enter")
+	if got := h.m.composer.Value(); got != "also check the tests" {
+		t.Fatalf("the taken-back message is not in the composer: %q", got)
+	}
+	h.ev(session.TypeInboxSpliced, session.InboxSpliced{Target: session.TargetNextTurn, RemovedCount: 1, Outcome: "removed"})
+	if v := h.live(); strings.Contains(v, "queued") {
+		t.Errorf("the removed message is still shown:\n%s", v)
+	}
+	h.m.composer.Reset()
 	h.typeText("stop and use the lexer")
 	h.key("ctrl+s")
-	if len(h.b.sent) != 1 || h.b.sent[0] != (sent{"stop and use the lexer", host.DeliverySteer}) {
+	if len(h.b.sent) != 2 || h.b.sent[1] != (sent{"stop and use the lexer", host.DeliverySteer}) {
 		t.Fatalf("steer: %+v", h.b.sent)
-	}
-	_, cmd := h.m.Update(eventsMsg{s: h.m.stream, events: []session.Event{{Type: session.TypeTurnEnd, Seq: h.seq, Data: json.RawMessage(`{"turn":1,"reason":{"kind":"completed"}}`)}}})
-	h.run(cmd)
-	if len(h.b.sent) != 2 || h.b.sent[1] != (sent{"also check the tests too", host.DeliveryQueue}) {
-		t.Fatalf("the queue was not sent at the turn's end: %+v", h.b.sent)
 	}
 }
 

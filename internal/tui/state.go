@@ -42,6 +42,9 @@ type state struct {
 	// asked holds the approval/asked payloads not decided yet, by id,
 	// so a decision can be shown with its command.
 	asked map[string]permission.ApprovalAsked
+	// queue is the next-turn inbox: messages sent while a turn ran,
+	// waiting for the next one.
+	queue []llm.Message
 	// lastSeq is the seq of the last event applied.
 	lastSeq int64
 }
@@ -127,6 +130,11 @@ func (s *state) apply(e session.Event) []block {
 		}
 		if e.Decode(&p) == nil {
 			s.title = p.Title
+		}
+	case session.TypeInboxSpliced:
+		var p session.InboxSpliced
+		if e.Decode(&p) == nil && p.Target == session.TargetNextTurn {
+			s.queue = splice(s.queue, p)
 		}
 	case session.TypeTurnStart:
 		s.running, s.turnStart = true, e.Time
@@ -318,6 +326,15 @@ func (s *state) contextPercent() int {
 		return -1
 	}
 	return int(min(100, s.lastInput*100/s.window))
+}
+
+// splice applies one inbox mutation, clamped to the list it has.
+func splice(q []llm.Message, p session.InboxSpliced) []llm.Message {
+	start := min(max(p.Start, 0), len(q))
+	end := min(start+max(p.RemovedCount, 0), len(q))
+	out := append([]llm.Message{}, q[:start]...)
+	out = append(out, p.Inserted...)
+	return append(out, q[end:]...)
 }
 
 func remove(xs []string, x string) []string {

@@ -131,9 +131,15 @@ func (m *model) liveTop() string {
 	} else if m.overlay != nil {
 		parts = append(parts, m.viewOverlay())
 	}
-	for i, q := range m.queue {
-		line := "⧗ queued: " + firstLineOf(q)
-		if i == len(m.queue)-1 {
+	// While idle a queued message is about to start the next turn: it is
+	// shown only while it waits for a running one.
+	queue := st.queue
+	if !st.running {
+		queue = nil
+	}
+	for i, q := range queue {
+		line := "⧗ queued: " + firstLineOf(progress.Clean(q.Text()))
+		if i == len(queue)-1 {
 			line += " · ↑ edits"
 		}
 		parts = append(parts, m.th.dim.Render(cut(line, w)))
