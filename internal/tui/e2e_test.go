@@ -551,3 +551,32 @@ func TestNoColorAndAltScreen(t *testing.T) {
 		t.Error("the alt screen's content stayed after the exit")
 	}
 }
+
+// TestQueueWhileWorking: a message typed during a turn waits in the
+// host's queue (shown from the log), Up takes it back for editing, and
+// sent again it starts the next turn.
+func TestQueueWhileWorking(t *testing.T) {
+	tm := newTerm(t)
+	tm.srv.Enqueue(
+		llmtest.Response{Text: strings.Repeat("slow words ", 40) + "FIRST-DONE", ChunkRunes: 4, DelayPerChunk: 25 * time.Millisecond},
+		llmtest.Response{Text: "second answer"},
+	)
+	tm.start(100, 30, "tui")
+	tm.waitFor("/help for commands")
+	tm.typeLine("first")
+	tm.waitFor("slow words")
+	tm.typeLine("and then this")
+	tm.waitFor("⧗ queued: and then this · ↑ edits")
+	tm.keys("Up")
+	tm.waitScreen("the message back in the composer", func(s string) bool {
+		return !strings.Contains(s, "⧗ queued") && strings.Contains(s, "› and then this")
+	})
+	tm.keys("-l", " too")
+	tm.keys("Enter")
+	tm.waitFor("second answer")
+	if h := tm.history(); strings.Count(h, "› and then this") != 1 || !strings.Contains(h, "› and then this too") {
+		t.Errorf("the taken-back message was not sent once, edited:\n%s", h)
+	}
+	tm.keys("C-d")
+	tm.exitStatus()
+}
