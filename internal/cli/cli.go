@@ -42,9 +42,14 @@ var usage = sync.OnceValue(usageText)
 // Main runs dsh with args (without the program name) and returns the exit
 // code.
 func Main(ctx context.Context, args []string, stdio IO) int {
+	if len(args) == 0 && interactive(stdio) {
+		// On a terminal a bare dsh opens the conversation UI.
+		return tuiCmd(ctx, nil, stdio)
+	}
 	if len(args) == 0 {
-		// Without a command there is nothing to run: the overview goes to
-		// stderr and the exit status says it was not a success.
+		// Without a command and a terminal there is nothing to run: the
+		// overview goes to stderr and the exit status says it was not a
+		// success.
 		fmt.Fprint(stdio.Stderr, usage())
 		return ExitUsage
 	}
@@ -78,6 +83,8 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return doctorCmd(ctx, args[1:], stdio)
 	case "serve":
 		return serveCmd(ctx, args[1:], stdio)
+	case "tui":
+		return tuiCmd(ctx, args[1:], stdio)
 	case "delegate":
 		return delegateCmd(ctx, args[1:], stdio)
 	case "hooks":

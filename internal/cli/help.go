@@ -416,6 +416,36 @@ running turns are cancelled, logs flushed and the process exits 0.`,
 		},
 	},
 	{
+		path:     "tui",
+		synopsis: []string{"tui [--resume ID | --continue] [--model P/M] [--permission PRESET] [--attach URL] [--alt-screen]"},
+		summary:  "a conversation in the terminal: type, watch the agent work, approve, interrupt",
+		text: `Opens the interactive UI in the current directory; a bare "dsh" on a
+terminal does the same. Finished messages and tool rows are printed into the
+terminal's scrollback (search, copy and tmux scrolling work); only the live
+area at the bottom is redrawn. Enter sends, Ctrl-J or Shift-Enter adds a line,
+Esc or Ctrl-C cancels the running turn (the partial answer stays), Ctrl-C
+twice or Ctrl-D on an empty line exits. Approvals show the exact command,
+directory and reason: y allows once, a allows the same bash command for the
+session, n denies, e denies with feedback. /help
+lists the slash commands. --attach drives the sessions of a running "dsh
+serve" instead, with the token from $DSH_HOME/serve/token. NO_COLOR is
+honoured.`,
+		flags: `  --resume ID           open the session with this id
+  --continue            open the newest session of this directory
+  --model P/M           model as provider/model of a new session
+  --effort E            reasoning effort: off, low, high or max
+  --permission PRESET   read-only, workspace-write (default), auto or full-access
+  --attach URL          drive the sessions of the dsh serve at this URL
+  --alt-screen          draw full-screen instead of inline
+  --patch FILE          apply this profile patch file after config.yaml (repeatable)`,
+		examples: []string{
+			"dsh tui --continue",
+			"dsh",
+			"dsh tui --permission read-only --model deepseek/deepseek-v4-pro",
+			"dsh tui --attach http://127.0.0.1:3080",
+		},
+	},
+	{
 		path:     "version",
 		synopsis: []string{"version"},
 		summary:  "print dsh's version",
