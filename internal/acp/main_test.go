@@ -2,18 +2,15 @@ package acp_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/dsh-dev/dsh/internal/leakcheck"
+	"github.com/dsh-dev/dsh/internal/dshtest"
 	"github.com/dsh-dev/dsh/internal/mcp/mcptest"
 	"github.com/dsh-dev/dsh/internal/peers"
-	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/schema"
 )
 
@@ -21,22 +18,7 @@ import (
 // `dsh acp` as a client would, as a subprocess.
 var dshBin string
 
-func TestMain(m *testing.M) {
-	// Bash commands run under the sandbox helper, which is this binary.
-	sandbox.RunHelperIfRequested()
-	dir, err := os.MkdirTemp("", "dsh-acp-test")
-	if err != nil {
-		panic(err)
-	}
-	dshBin = filepath.Join(dir, "dsh")
-	if out, err := exec.Command("go", "build", "-o", dshBin, "github.com/dsh-dev/dsh/cmd/dsh").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build dsh: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := leakcheck.Run(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { dshtest.Main(m, &dshBin) }
 
 // sdkDir is where the pinned official ACP TypeScript SDK is installed
 // (.ci/run puts it under the peers prefix); the test skips without it.

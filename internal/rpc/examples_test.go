@@ -12,28 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-dev/dsh/internal/leakcheck"
+	"github.com/dsh-dev/dsh/internal/dshtest"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
-	"github.com/dsh-dev/dsh/internal/sandbox"
 )
 
 var dshBin string
 
-func TestMain(m *testing.M) {
-	sandbox.RunHelperIfRequested()
-	dir, err := os.MkdirTemp("", "dsh-rpc-test")
-	if err != nil {
-		panic(err)
-	}
-	dshBin = filepath.Join(dir, "dsh")
-	if out, err := exec.Command("go", "build", "-o", dshBin, "github.com/dsh-dev/dsh/cmd/dsh").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build dsh: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := leakcheck.Run(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { dshtest.Main(m, &dshBin) }
 
 const examples = "../../docs/examples"
 
