@@ -79,7 +79,7 @@ func TestListSessionsPaged(t *testing.T) {
 	if len(all) != 450 || !slices.Equal(sizes, []int{450}) {
 		t.Fatalf("one page of 1000: %v", sizes)
 	}
-	for _, q := range []string{"children=1", "cwd=" + url.QueryEscape(dir), "cwd=" + url.QueryEscape(e.cwd) + "&children=true", ""} {
+	for _, q := range []string{"children=1", "cwd=" + url.QueryEscape(dir), "cwd=" + url.QueryEscape(e.cwd) + "&children=true", "children=0", ""} {
 		want, _ := e.walk("/api/sessions?limit=1000&" + q)
 		got, sizes := e.walk("/api/sessions?limit=37&" + q)
 		if !slices.Equal(got, want) || len(want) == 0 || sizes[0] != 37 {
@@ -101,7 +101,7 @@ func TestListSessionsPaged(t *testing.T) {
 	if err != nil || len(ws.SessionIDs) != len(members) {
 		t.Fatalf("members %v, %v", ws.SessionIDs, err)
 	}
-	top, _ := e.walk("/api/sessions?limit=1000&cwd=" + url.QueryEscape(dir))
+	top, _ := e.walk("/api/sessions?limit=1000&children=0&cwd=" + url.QueryEscape(dir))
 	want := slices.Clone(ws.SessionIDs)
 	for _, id := range top {
 		if !slices.Contains(want, id) {

@@ -24,7 +24,10 @@ const (
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := host.ListFilter{Cwd: q.Get("cwd"), IncludeChildren: q.Get("children") == "1" || q.Get("children") == "true",
+	// Subagent children and forks are listed (marked "child") unless
+	// children=0 asks for top-level sessions only.
+	children := q.Get("children")
+	f := host.ListFilter{Cwd: q.Get("cwd"), IncludeChildren: children != "0" && children != "false",
 		Limit: defaultListLimit, Before: q.Get("before")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -34,6 +34,7 @@ type sessionInfo struct {
 	Title   string          `json:"title"`
 	Status  string          `json:"status"`
 	Live    bool            `json:"live"`
+	Child   bool            `json:"child"`
 	LastSeq int64           `json:"lastSeq"`
 	Pending []host.Approval `json:"pendingApprovals"`
 	Jobs    *[]any          `json:"jobs"`
@@ -213,12 +214,19 @@ func TestSessionRoutes(t *testing.T) {
 	if forked.Header.ID == "" || forked.Header.ID == id {
 		t.Fatalf("fork %+v", forked)
 	}
-	// The fork is a child: listed with children=1 only.
-	e.call("GET", "/api/sessions", nil, 200, &list)
+	// The fork is a child: listed, marked, unless children=0.
+	e.call("GET", "/api/sessions?children=0", nil, 200, &list)
 	n := len(list.Sessions)
-	e.call("GET", "/api/sessions?children=1", nil, 200, &list)
+	e.call("GET", "/api/sessions", nil, 200, &list)
 	if len(list.Sessions) != n+1 {
-		t.Fatalf("children=1 lists %d sessions, without %d", len(list.Sessions), n)
+		t.Fatalf("the default lists %d sessions, children=0 %d", len(list.Sessions), n)
+	}
+	marked := false
+	for _, in := range list.Sessions {
+		marked = marked || (in.Header.ID == forked.Header.ID && in.Child)
+	}
+	if !marked {
+		t.Fatalf("the fork is not listed as a child: %+v", list.Sessions)
 	}
 	// Two ids made in the same millisecond range share their first
 	// character (UUIDv7): a one-character prefix names both.
