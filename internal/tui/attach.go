@@ -218,7 +218,8 @@ func (b *attachBackend) Tree(ctx context.Context, id string) ([]catalog.Row, err
 }
 
 func (b *attachBackend) List(ctx context.Context, cwd string) ([]host.Info, error) {
-	q := url.Values{}
+	// Top-level sessions, as the in-process host lists them.
+	q := url.Values{"children": {"0"}}
 	if cwd != "" {
 		q.Set("cwd", cwd)
 	}
