@@ -93,6 +93,7 @@ func (a *Agent) callModel(ctx context.Context, turn, step int, out *Outcome) (ll
 			MaxTokens:   cfg.MaxTokens,
 			Temperature: cfg.Temperature,
 			SessionID:   a.log.ID(),
+			EncodeCache: &a.encoded,
 		}
 		msg, finish, fail, err := a.stream(ctx, turn, step, cfg, req, out)
 		if err != nil {

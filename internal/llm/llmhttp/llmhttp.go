@@ -84,7 +84,8 @@ type Decoder interface {
 	Stopped() bool
 }
 
-// Stream POSTs body encoded as JSON and feeds the event-stream response
+// Stream POSTs body encoded as JSON (a json.RawMessage is sent as it
+// is, already encoded) and feeds the event-stream response
 // to d. The request asks for an event stream and carries the User-Agent,
 // then what setHeaders (if not nil) sets, such as credentials, then
 // e.Headers. It returns the failure
@@ -93,9 +94,12 @@ type Decoder interface {
 // connection.
 func (e *Endpoint) Stream(ctx context.Context, body any, setHeaders func(http.Header), d Decoder) *llm.Failure {
 	fl := e.Failer
-	payload, err := json.Marshal(body)
-	if err != nil {
-		return fl.Fail(llm.CodeInvalidRequest, "encode request: "+err.Error())
+	payload, ok := body.(json.RawMessage)
+	if !ok {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
+			return fl.Fail(llm.CodeInvalidRequest, "encode request: "+err.Error())
+		}
 	}
 	if ctx.Err() != nil {
 		return fl.Aborted(ctx)
