@@ -100,13 +100,13 @@ func TestEncodeCacheSameBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got) != string(want) {
-			t.Fatalf("step %d: cached encoding differs:\ngot  %s\nwant %s", i, got, want)
+		if string(got.Bytes()) != string(want) {
+			t.Fatalf("step %d: cached encoding differs:\ngot  %s\nwant %s", i, got.Bytes(), want)
 		}
 		uncached := req
 		uncached.EncodeCache = nil
-		if got, err := encodeRequest(uncached); err != nil || string(got) != string(want) {
-			t.Fatalf("step %d: uncached encoding differs (%v):\ngot  %s\nwant %s", i, err, got, want)
+		if got, err := encodeRequest(uncached); err != nil || string(got.Bytes()) != string(want) {
+			t.Fatalf("step %d: uncached encoding differs (%v):\ngot  %s\nwant %s", i, err, got.Bytes(), want)
 		}
 	}
 }
@@ -117,7 +117,7 @@ func TestEncodeEmpty(t *testing.T) {
 	req := llm.Request{Model: "m", EncodeCache: new(llm.EncodeCache)}
 	want, _ := json.Marshal(buildRequest(req))
 	got, err := encodeRequest(req)
-	if err != nil || string(got) != string(want) {
-		t.Fatalf("got %s (%v), want %s", got, err, want)
+	if err != nil || string(got.Bytes()) != string(want) {
+		t.Fatalf("got %s (%v), want %s", got.Bytes(), err, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
 )
 
 // encoded is the wire form of one history message: its chat messages,
@@ -23,11 +24,15 @@ type encodedPart struct {
 }
 
 // encodeState is what a Client keeps in an llm.EncodeCache: the encoded
-// messages of the last request, in order. A request that extends it
-// encodes only its new messages.
+// messages of the last request, in order, and the wire messages of its
+// first done messages assembled, which no later message changes. A
+// request that extends it encodes and assembles only its new messages.
 type encodeState struct {
 	client *Client
 	msgs   []encoded
+	// done is ","+message for each wire message of msgs[:doneMsgs].
+	done     []byte
+	doneMsgs int
 }
 
 // messagesKey splits a body encoded with nil Messages around them. The
@@ -36,9 +41,9 @@ type encodeState struct {
 var messagesKey = []byte(`,"messages":null,`)
 
 // encodeRequest returns the request body: the bytes json.Marshal gives
-// for c.buildRequest(req), with each history message converted and
-// encoded only once per req.EncodeCache.
-func (c *Client) encodeRequest(req llm.Request) (json.RawMessage, error) {
+// for c.buildRequest(req), with each history message converted, encoded
+// and assembled only once per req.EncodeCache.
+func (c *Client) encodeRequest(req llm.Request) (llmhttp.Body, error) {
 	head := c.buildRequest(llm.Request{
 		Model: req.Model, Tools: req.Tools, Effort: req.Effort,
 		MaxTokens: req.MaxTokens, Temperature: req.Temperature,
@@ -48,101 +53,76 @@ func (c *Client) encodeRequest(req llm.Request) (json.RawMessage, error) {
 		return nil, err
 	}
 	cut := bytes.Index(frame, messagesKey)
-	var st *encodeState
+	var done, rest []byte
+	assemble := func(old any) any {
+		st, ok := old.(*encodeState)
+		if !ok || st.client != c {
+			st = &encodeState{client: c}
+		}
+		if err = st.update(req.Messages); err != nil {
+			return nil
+		}
+		done, rest, err = st.assemble()
+		return st
+	}
 	if req.EncodeCache != nil {
-		req.EncodeCache.Use(func(old any) any {
-			s, ok := old.(*encodeState)
-			if !ok || s.client != c {
-				s = nil
-			}
-			if st, err = c.encodeMessages(s, req.Messages); err != nil {
-				return nil
-			}
-			return st
-		})
+		req.EncodeCache.Use(assemble)
 	} else {
-		st, err = c.encodeMessages(nil, req.Messages)
+		assemble(nil)
 	}
 	if err != nil {
 		return nil, err
 	}
-
-	out := make([]byte, 0, len(frame)+st.size()+len(req.System)+64)
-	out = append(out, frame[:cut]...)
-	out = append(out, `,"messages":`...)
-	n := 0
-	write := func(raw []byte) {
-		if n == 0 {
-			out = append(out, '[')
-		} else {
-			out = append(out, ',')
-		}
-		out = append(out, raw...)
-		n++
-	}
+	var system []byte
 	if req.System != "" {
 		raw, err := json.Marshal(chatMessage{Role: "system", Content: req.System})
 		if err != nil {
 			return nil, err
 		}
-		write(raw)
+		system = append([]byte{','}, raw...)
 	}
-	// The same runs as buildRequest: images of a run of tool messages
-	// follow it in one user message.
-	var pending []chatMessage
-	flush := func() error {
-		for _, m := range appendToolImages(nil, pending) {
-			raw, err := json.Marshal(m)
-			if err != nil {
-				return err
-			}
-			write(raw)
+	open := append(frame[:cut:cut], `,"messages":`...)
+	body := llmhttp.Body{open}
+	list := 0
+	for _, p := range [][]byte{system, done, rest} {
+		if len(p) == 0 {
+			continue
 		}
-		pending = nil
-		return nil
-	}
-	for _, m := range st.msgs {
-		for _, p := range m.parts {
-			if !p.tool {
-				if err := flush(); err != nil {
-					return nil, err
-				}
-			}
-			write(p.raw)
-			if p.images != nil {
-				pending = append(pending, *p.images)
-			}
+		if list == 0 {
+			// The first wire message opens the list instead of
+			// following a comma.
+			body = append(body, []byte{'['}, p[1:])
+		} else {
+			body = append(body, p)
 		}
+		list++
 	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		out = append(out, "null"...)
+	if list == 0 {
+		body = append(body, []byte("null"))
 	} else {
-		out = append(out, ']')
+		body = append(body, []byte{']'})
 	}
-	out = append(out, frame[cut+len(messagesKey)-1:]...)
-	return out, nil
+	return append(body, frame[cut+len(messagesKey)-1:]), nil
 }
 
-// encodeMessages returns the state for msgs, reusing the encoding of the
-// longest prefix of msgs that st (which may be nil) holds.
-func (c *Client) encodeMessages(st *encodeState, msgs []llm.Message) (*encodeState, error) {
-	if st == nil {
-		st = &encodeState{client: c}
-	}
+// update encodes msgs, reusing the encoding of the longest prefix of msgs
+// that st holds.
+func (st *encodeState) update(msgs []llm.Message) error {
 	keep := 0
 	for keep < len(msgs) && keep < len(st.msgs) && st.msgs[keep].key == llm.IdentityOf(msgs[keep]) {
 		keep++
 	}
 	st.msgs = st.msgs[:keep]
+	if keep < st.doneMsgs {
+		// A fresh array: an earlier body may still hold the old one.
+		st.done, st.doneMsgs = nil, 0
+	}
 	for _, m := range msgs[keep:] {
 		e := encoded{key: llm.IdentityOf(m)}
-		for _, wm := range c.messages(m) {
+		for _, wm := range st.client.messages(m) {
 			raw, err := json.Marshal(wm)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			p := encodedPart{raw: raw, tool: wm.Role == "tool"}
 			if len(wm.toolImages) > 0 {
@@ -152,16 +132,46 @@ func (c *Client) encodeMessages(st *encodeState, msgs []llm.Message) (*encodeSta
 		}
 		st.msgs = append(st.msgs, e)
 	}
-	return st, nil
+	return nil
 }
 
-// size is the encoded size of the messages st holds.
-func (st *encodeState) size() int {
-	n := 0
-	for _, m := range st.msgs {
-		for _, p := range m.parts {
-			n += len(p.raw) + 1
+// assemble returns the wire messages of st.msgs, each after a comma:
+// done, which later messages leave as it is, and rest. It runs as
+// buildRequest does: the images of a run of tool messages follow it in
+// one user message. Where a message starts with no images pending, what
+// precedes it is done.
+func (st *encodeState) assemble() (done, rest []byte, err error) {
+	var pending []chatMessage
+	flush := func() error {
+		for _, m := range appendToolImages(nil, pending) {
+			raw, err := json.Marshal(m)
+			if err != nil {
+				return err
+			}
+			rest = append(append(rest, ','), raw...)
+		}
+		pending = nil
+		return nil
+	}
+	for j := st.doneMsgs; j < len(st.msgs); j++ {
+		if len(pending) == 0 && len(rest) > 0 {
+			st.done = append(st.done, rest...)
+			st.doneMsgs, rest = j, rest[:0]
+		}
+		for _, p := range st.msgs[j].parts {
+			if !p.tool {
+				if err := flush(); err != nil {
+					return nil, nil, err
+				}
+			}
+			rest = append(append(rest, ','), p.raw...)
+			if p.images != nil {
+				pending = append(pending, *p.images)
+			}
 		}
 	}
-	return n
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	return st.done[:len(st.done):len(st.done)], rest, nil
 }
