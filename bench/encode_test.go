@@ -61,7 +61,7 @@ func historyLog(b *testing.B, steps int) *session.Log {
 
 // BenchmarkRequestPath measures the per-step CPU of building and sending
 // one model request at a history of 10, 500 and 2,000 tool steps: the
-// derived history (Log.Messages), the adapter's request conversion and
+// derived history (Log.History), the adapter's request conversion and
 // JSON encoding, and the HTTP request (body read by a sink transport).
 // The request carries the session's encode cache, as the agent's do.
 func BenchmarkRequestPath(b *testing.B) {
@@ -80,7 +80,7 @@ func BenchmarkRequestPath(b *testing.B) {
 				log := historyLog(b, steps)
 				cache := new(llm.EncodeCache)
 				send := func() {
-					req := llm.Request{Model: "m", System: "bench", Messages: log.Messages(), Tools: tools, SessionID: log.ID(), EncodeCache: cache}
+					req := llm.Request{Model: "m", System: "bench", Messages: log.History(), Tools: tools, SessionID: log.ID(), EncodeCache: cache}
 					for _, err := range a.ad.Stream(context.Background(), req) {
 						_ = err
 					}

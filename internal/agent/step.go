@@ -87,7 +87,7 @@ func (a *Agent) callModel(ctx context.Context, turn, step int, out *Outcome) (ll
 		req := llm.Request{
 			Model:       cfg.Model,
 			System:      a.cfg.System,
-			Messages:    a.log.Messages(),
+			Messages:    a.log.History(),
 			Tools:       tools,
 			Effort:      cfg.Effort,
 			MaxTokens:   cfg.MaxTokens,

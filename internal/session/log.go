@@ -311,6 +311,18 @@ func (l *Log) Messages() []llm.Message {
 	return append([]llm.Message(nil), l.surface...)
 }
 
+// History returns the model history derived from the log without
+// copying it, for a caller that reads it each step (the agent's request):
+// it must not modify the messages or their blocks. Appending to it is
+// safe, since its capacity ends at its length. The log never writes an
+// element it has handed out: an append writes past it, and a replace
+// builds a new history.
+func (l *Log) History() []llm.Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.surface[:len(l.surface):len(l.surface)]
+}
+
 // SurfaceNode is one message of the derived history with the seq of the
 // event that produced it.
 type SurfaceNode struct {

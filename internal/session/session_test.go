@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -327,5 +328,48 @@ func TestSurfaceNodesTrackSeqs(t *testing.T) {
 	nodes = l.Surface()
 	if len(nodes) != 2 || nodes[0].Seq != e.Seq || nodes[0].Message.Text() != "sum" || nodes[1].Seq != 5 {
 		t.Fatalf("after replace %+v", nodes)
+	}
+}
+
+// TestLogHistory checks that the history handed out without a copy never
+// changes afterwards: appends go past it, a replace builds a new one, and
+// appending to it leaves the log alone.
+func TestLogHistory(t *testing.T) {
+	l, err := NewLog(Header{ID: "s1"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(text string, opts ...AppendOption) {
+		t.Helper()
+		if _, err := l.Append(TypeUserMessage, userMsg(text), append([]AppendOption{Surface()}, opts...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	texts := func(ms []llm.Message) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.Text())
+		}
+		return out
+	}
+	add("a")
+	add("b")
+	first := l.History()
+	_ = append(first, userMsg("mine"))
+	add("c")
+	second := l.History()
+	add("summary", func(e *Event) { e.SurfaceOp = &SurfaceOp{Replace: true, Start: 0, End: 1} })
+	add("d")
+	for _, c := range []struct {
+		got  []llm.Message
+		want []string
+	}{
+		{first, []string{"a", "b"}},
+		{second, []string{"a", "b", "c"}},
+		{l.History(), []string{"summary", "c", "d"}},
+		{l.Messages(), []string{"summary", "c", "d"}},
+	} {
+		if got := texts(c.got); !slices.Equal(got, c.want) {
+			t.Errorf("history %q; want %q", got, c.want)
+		}
 	}
 }
