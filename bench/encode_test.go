@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/compaction"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/anthropic"
 	"github.com/dsh-dev/dsh/internal/llm/openai"
@@ -33,7 +34,7 @@ func (sinkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // historyLog returns a log of steps tool steps as the agent logs them: a
 // prompt, then per step an assistant message with a bash call and a user
-// message with its ~400-byte result.
+// message with its ~400-byte result; each model call reported its usage.
 func historyLog(b *testing.B, steps int) *session.Log {
 	h := session.Header{Version: session.FormatVersion, ID: "encode-bench", CreatedAt: time.Now().UnixMilli(), Cwd: "/tmp"}
 	log, err := session.NewLog(h, nil, nil)
@@ -49,7 +50,7 @@ func historyLog(b *testing.B, steps int) *session.Log {
 	out := strings.Repeat("ok  \tgithub.com/x/y/pkg\t0.012s \"quoted\" <tag>\n", 9)
 	for i := range steps {
 		id := fmt.Sprintf("call_%d", i)
-		add(session.TypeAssistantMsg, session.AssistantMessage{Turn: 1, Step: i + 1, Message: llm.Message{
+		add(session.TypeAssistantMsg, session.AssistantMessage{Turn: 1, Step: i + 1, Usage: &llm.Usage{InputTokens: int64(1000 + 150*i), OutputTokens: 40}, Message: llm.Message{
 			ID: fmt.Sprintf("a%d", i), Role: llm.RoleAssistant, Content: []llm.Block{
 				{Type: llm.BlockReasoning, Text: "The previous run printed its result; run the next check."},
 				{Type: llm.BlockToolCall, ID: id, Name: "bash", Arguments: stepArgs},
@@ -95,5 +96,25 @@ func BenchmarkRequestPath(b *testing.B) {
 				b.ReportMetric(float64(cpuTime()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/step")
 			})
 		}
+	}
+}
+
+// BenchmarkCompactionEstimate measures the compaction meter's estimate of
+// the next request's size, which the compaction hook makes before every
+// step, at a history of 10, 500 and 2,000 tool steps.
+func BenchmarkCompactionEstimate(b *testing.B) {
+	for _, steps := range []int{10, 500, 2000} {
+		b.Run(fmt.Sprintf("history=%d", steps), func(b *testing.B) {
+			log := historyLog(b, steps)
+			c := compaction.New(compaction.Options{Log: log})
+			c.Estimate(nil)
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := cpuTime()
+			for range b.N {
+				c.Estimate(nil)
+			}
+			b.ReportMetric(float64(cpuTime()-c0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/step")
+		})
 	}
 }

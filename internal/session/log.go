@@ -323,6 +323,15 @@ func (l *Log) History() []llm.Message {
 	return l.surface[:len(l.surface):len(l.surface)]
 }
 
+// SurfaceView returns History and the event seq behind each of its
+// messages, both read in place under the same rules as History.
+func (l *Log) SurfaceView() (seqs []int64, msgs []llm.Message) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.surface)
+	return l.nodeSeqs[:n:n], l.surface[:n:n]
+}
+
 // SurfaceNode is one message of the derived history with the seq of the
 // event that produced it.
 type SurfaceNode struct {
