@@ -373,3 +373,43 @@ func TestLogHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestLogLatest checks the latest event of each type, for a seeded log
+// and after appends, and that the event list read in place never changes.
+func TestLogLatest(t *testing.T) {
+	seed, err := NewLog(Header{ID: "s1"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := seed.Append(TypeTurnStart, TurnStart{Turn: i + 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := NewLog(Header{ID: "s1"}, seed.Events(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := l.Latest(TypeTurnStart); !ok || e.Seq != 2 {
+		t.Fatalf("latest turn/start of the seed: %+v %v; want seq 2", e, ok)
+	}
+	view := l.EventsView()
+	if _, err := l.Append(TypeUserMessage, userMsg("hi"), Surface()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(TypeTurnStart, TurnStart{Turn: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := l.Latest(TypeTurnStart); !ok || e.Seq != 4 {
+		t.Fatalf("latest turn/start: %+v %v; want seq 4", e, ok)
+	}
+	if e, ok := l.Latest(TypeUserMessage); !ok || e.Seq != 3 {
+		t.Fatalf("latest user/message: %+v %v; want seq 3", e, ok)
+	}
+	if _, ok := l.Latest(TypeToolResult); ok {
+		t.Fatal("latest tool/result of a log without one")
+	}
+	if len(view) != 3 || view[2].Seq != 2 || len(l.EventsView()) != 5 {
+		t.Fatalf("views: %d then %d events", len(view), len(l.EventsView()))
+	}
+}
