@@ -55,6 +55,11 @@ func encodeRequest(req llm.Request) (llmhttp.Body, error) {
 		return nil, err
 	}
 	cut := bytes.Index(frame, messagesKey)
+	if cut < 0 {
+		// Not reachable with these types; encode the request whole.
+		raw, err := json.Marshal(buildRequest(req))
+		return llmhttp.Body{raw}, err
+	}
 	var done, rest []byte
 	assemble := func(old any) any {
 		st, ok := old.(*encodeState)
