@@ -108,8 +108,12 @@ type Agent struct {
 	turn       int                     // guarded by mu; last turn number used
 	headerSent bool                    // a request/header was logged by this instance
 	lastHeader []byte
-	lastCtx    session.RequestContext
-	resumed    bool
+	// encoded keeps the adapter's encoding of the history between this
+	// instance's requests, so a step does not re-encode what the model
+	// already read.
+	encoded llm.EncodeCache
+	lastCtx session.RequestContext
+	resumed bool
 
 	// wake is signalled by waking input (Queue, Steer) for Serve.
 	wake chan struct{}

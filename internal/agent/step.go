@@ -87,12 +87,13 @@ func (a *Agent) callModel(ctx context.Context, turn, step int, out *Outcome) (ll
 		req := llm.Request{
 			Model:       cfg.Model,
 			System:      a.cfg.System,
-			Messages:    a.log.Messages(),
+			Messages:    a.log.History(),
 			Tools:       tools,
 			Effort:      cfg.Effort,
 			MaxTokens:   cfg.MaxTokens,
 			Temperature: cfg.Temperature,
 			SessionID:   a.log.ID(),
+			EncodeCache: &a.encoded,
 		}
 		msg, finish, fail, err := a.stream(ctx, turn, step, cfg, req, out)
 		if err != nil {

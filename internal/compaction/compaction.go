@@ -188,7 +188,8 @@ func (c *Compactor) Window() int {
 // Estimate returns the estimated prompt size in tokens of the next request:
 // the logged history plus entering (messages about to be logged).
 func (c *Compactor) Estimate(entering []llm.Message) int {
-	return c.m.estimate(c.log.Surface(), entering)
+	seqs, msgs := c.log.SurfaceView()
+	return c.m.estimateView(seqs, msgs, entering)
 }
 
 // Pressure returns Estimate(nil) / Window(), or 0 when no window is known.

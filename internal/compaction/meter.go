@@ -3,6 +3,7 @@ package compaction
 import (
 	"encoding/json"
 	"sync"
+	"unsafe"
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -52,6 +53,15 @@ type meter struct {
 	headerBytes int                       // guarded by mu
 	ctxSeq      int64                     // guarded by mu
 	window      int                       // guarded by mu
+	// The sizes of the last surface view estimateView measured, so that
+	// the estimate made at every step looks up only the nodes added
+	// since: viewSeqs is that view (the log never rewrites an element
+	// it handed out, so a view on the same array with at least as many
+	// nodes extends it), viewSizes the sizes of its first nodes up to
+	// the first one not folded yet, viewSum their total.
+	viewSeqs  []int64 // guarded by mu
+	viewSizes []int   // guarded by mu
+	viewSum   int     // guarded by mu
 }
 
 func newMeter() *meter {
@@ -195,6 +205,60 @@ func (s scanned) tokens(enter int) int {
 	return t
 }
 
+// estimateView is estimate over the surface as Log.SurfaceView returns
+// it, with the sizes of the nodes measured by the previous call reused.
+func (m *meter) estimateView(seqs []int64, msgs []llm.Message, entering []llm.Message) int {
+	enter := 0
+	for _, msg := range entering {
+		enter += messageBytes(msg)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.headerLocked()
+	if len(seqs) < len(m.viewSeqs) || unsafe.SliceData(seqs) != unsafe.SliceData(m.viewSeqs) {
+		m.viewSizes, m.viewSum = m.viewSizes[:0], 0
+	}
+	m.viewSeqs = seqs
+	var racing []int // sizes of the nodes from the first one not folded
+	for i := len(m.viewSizes); i < len(seqs); i++ {
+		size, ok := m.size[seqs[i]]
+		switch {
+		case ok && racing == nil:
+			m.viewSizes = append(m.viewSizes, size)
+			m.viewSum += size
+			continue
+		case !ok:
+			size = messageBytes(msgs[i])
+		}
+		racing = append(racing, size)
+	}
+	s := scanned{
+		header:       m.headerBytes,
+		all:          m.headerBytes + m.viewSum,
+		anchored:     m.anchorSeq >= 0 && m.replaceSeq < m.anchorSeq,
+		anchorTokens: m.anchorTokens,
+	}
+	for _, size := range racing {
+		s.all += size
+	}
+	if s.anchored {
+		// A comparison per node; the nodes after the anchor are
+		// usually the last few, but a seq order is not assumed.
+		for i, seq := range seqs {
+			if seq <= m.anchorSeq {
+				continue
+			}
+			if i < len(m.viewSizes) {
+				s.after += m.viewSizes[i]
+			} else {
+				s.after += racing[i-len(m.viewSizes)]
+			}
+		}
+	}
+	m.trimLocked(seqs)
+	return s.tokens(enter)
+}
+
 func (m *meter) scan(nodes []session.SurfaceNode) scanned {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -214,7 +278,11 @@ func (m *meter) scan(nodes []session.SurfaceNode) scanned {
 			s.after += b
 		}
 	}
-	m.trimLocked(nodes)
+	seqs := make([]int64, len(nodes))
+	for i, n := range nodes {
+		seqs[i] = n.Seq
+	}
+	m.trimLocked(seqs)
 	return s
 }
 
@@ -229,15 +297,15 @@ func (m *meter) sizeLocked(n session.SurfaceNode) int {
 // trimLocked drops the sizes of shadowed nodes once they dominate the
 // cache. Seqs above the newest node are kept: they may belong to appends
 // that raced the surface snapshot.
-func (m *meter) trimLocked(nodes []session.SurfaceNode) {
-	if len(m.size) <= 2*len(nodes)+64 {
+func (m *meter) trimLocked(seqs []int64) {
+	if len(m.size) <= 2*len(seqs)+64 {
 		return
 	}
-	live := make(map[int64]bool, len(nodes))
+	live := make(map[int64]bool, len(seqs))
 	var top int64 = -1
-	for _, n := range nodes {
-		live[n.Seq] = true
-		top = max(top, n.Seq)
+	for _, seq := range seqs {
+		live[seq] = true
+		top = max(top, seq)
 	}
 	for seq := range m.size {
 		if seq <= top && !live[seq] {

@@ -173,7 +173,7 @@ func (i *Injector) knownLocked(extra []llm.Message) known {
 			}
 		}
 	}
-	for _, m := range i.opts.Log.Messages() {
+	for _, m := range i.opts.Log.History() {
 		add(m)
 	}
 	pending, _, _ := projection.GetAs[[]*llm.Message](i.proj, inboxKey)

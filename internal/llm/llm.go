@@ -11,6 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
+	"sync"
+	"unsafe"
 )
 
 // Role is the author of a [Message].
@@ -244,6 +246,46 @@ type Request struct {
 	// Purpose marks auxiliary calls ("compaction", "review"); "" is the
 	// conversation itself. Providers may attribute it in a header.
 	Purpose string `json:"-"`
+	// EncodeCache, when set, lets the adapter reuse the wire encoding of
+	// the messages this conversation already sent, so that a step costs
+	// the same at any history length. The caller promises that a message
+	// it sends again is unchanged: the cache recognises a message by its
+	// ID, role and the identity of its Content (see [IdentityOf]), not by
+	// comparing content. The session log's history keeps that promise.
+	EncodeCache *EncodeCache `json:"-"`
+}
+
+// EncodeCache holds an adapter's encoding state for one conversation
+// between its requests. The zero value is empty and ready to use; it is
+// safe for concurrent use.
+type EncodeCache struct {
+	mu    sync.Mutex
+	state any
+}
+
+// Use calls f with the state kept in the cache (nil at first, or another
+// adapter's) under the cache's lock and keeps what f returns.
+func (c *EncodeCache) Use(f func(state any) any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state = f(c.state)
+}
+
+// Identity is what an [EncodeCache] recognises a message by: two
+// messages with the same identity are taken to encode the same.
+type Identity struct {
+	id      string
+	role    Role
+	content *Block
+	n       int
+}
+
+// IdentityOf returns the identity of m: its ID, role and the address and
+// length of its Content, so that a message is recognised only where the
+// very blocks are sent again (a copy of the history slice, as
+// session.Log.Messages returns, keeps them).
+func IdentityOf(m Message) Identity {
+	return Identity{id: m.ID, role: m.Role, content: unsafe.SliceData(m.Content), n: len(m.Content)}
 }
 
 // Adapter streams one model call. Stream yields chunks in order and ends

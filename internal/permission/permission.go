@@ -220,32 +220,55 @@ func (d Defaults) Current(log *session.Log) State {
 	def := d.preset()
 	st := State{Mode: def.Knobs.Mode, Approval: def.Knobs.Approval}
 	selected := ""
-	var haveMode, havePolicy, havePreset bool
-	events := log.Events()
-	for i := len(events) - 1; i >= 0 && !(haveMode && havePolicy && havePreset); i-- {
-		e := events[i]
-		switch e.Type {
-		case session.TypeSandboxMode:
-			var p SandboxMode
-			if !haveMode && e.Decode(&p) == nil {
-				if m, err := sandbox.ParseMode(string(p.Mode)); err == nil {
-					st.Mode, haveMode = m, true
-				}
-			}
-		case session.TypeApprovalPolicy:
-			var p ApprovalPolicy
-			if !havePolicy && e.Decode(&p) == nil {
-				if a, err := ParseApproval(p.Policy); err == nil {
-					st.Approval, havePolicy = a, true
-				}
-			}
-		case session.TypePermissionPreset:
-			var p PresetSelected
-			if !havePreset && e.Decode(&p) == nil {
-				selected, havePreset = p.Preset, true
+	// Each knob is the latest of its events that decodes and parses: the
+	// latest event of its type (found without walking the log, which
+	// Current's callers do at every step), else an earlier one.
+	latest := func(typ string, use func(e session.Event) bool) bool {
+		if e, ok := log.Latest(typ); !ok {
+			return false
+		} else if use(e) {
+			return true
+		}
+		events := log.EventsView()
+		for i := len(events) - 1; i >= 0; i-- {
+			if events[i].Type == typ && use(events[i]) {
+				return true
 			}
 		}
+		return false
 	}
+	latest(session.TypeSandboxMode, func(e session.Event) bool {
+		var p SandboxMode
+		if e.Decode(&p) != nil {
+			return false
+		}
+		m, err := sandbox.ParseMode(string(p.Mode))
+		if err != nil {
+			return false
+		}
+		st.Mode = m
+		return true
+	})
+	latest(session.TypeApprovalPolicy, func(e session.Event) bool {
+		var p ApprovalPolicy
+		if e.Decode(&p) != nil {
+			return false
+		}
+		a, err := ParseApproval(p.Policy)
+		if err != nil {
+			return false
+		}
+		st.Approval = a
+		return true
+	})
+	havePreset := latest(session.TypePermissionPreset, func(e session.Event) bool {
+		var p PresetSelected
+		if e.Decode(&p) != nil {
+			return false
+		}
+		selected = p.Preset
+		return true
+	})
 	if !havePreset {
 		selected = def.Name
 	}

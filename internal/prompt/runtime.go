@@ -68,7 +68,7 @@ func (r *Runtime) Message(log *session.Log, newID func() string) (llm.Message, b
 	if !ok {
 		return llm.Message{}, false
 	}
-	msgs := log.Messages()
+	msgs := log.History()
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
 		if m.Source.Kind == "plugin" && m.Source.Plugin == RuntimePlugin {

@@ -39,12 +39,13 @@ type Log struct {
 	mu        sync.Mutex
 	delivered *sync.Cond // on mu; broadcast as each event reaches every observer
 	header    Header
-	events    []Event       // guarded by mu
-	surface   []llm.Message // guarded by mu; derived model history
-	nodeSeqs  []int64       // guarded by mu; the event seq behind each surface node
-	pending   []Event       // guarded by mu; not yet in the sink
-	pendingAt time.Time     // guarded by mu; time of the oldest pending event
-	observers []observer    // guarded by mu; append-only, so a copied header stays valid
+	events    []Event        // guarded by mu
+	latest    map[string]int // guarded by mu; the index of the latest event of each type
+	surface   []llm.Message  // guarded by mu; derived model history
+	nodeSeqs  []int64        // guarded by mu; the event seq behind each surface node
+	pending   []Event        // guarded by mu; not yet in the sink
+	pendingAt time.Time      // guarded by mu; time of the oldest pending event
+	observers []observer     // guarded by mu; append-only, so a copied header stays valid
 	// nextDeliver is the seq of the next event to hand to the observers;
 	// delivering is set while one appender does so (outside the lock).
 	nextDeliver int64                  // guarded by mu
@@ -71,6 +72,7 @@ func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
 		nextDeliver: int64(len(seed)), flushTok: make(chan struct{}, 1)}
 	l.delivered = sync.NewCond(&l.mu)
 	l.events = make([]Event, 0, len(seed)+64)
+	l.latest = map[string]int{}
 	for i, e := range seed {
 		if e.Seq != int64(i) {
 			return nil, &FormatError{SessionID: h.ID, Seq: e.Seq, Reason: fmt.Sprintf("seq %d at position %d", e.Seq, i)}
@@ -85,6 +87,7 @@ func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
 			return nil, err
 		}
 		l.events = append(l.events, e)
+		l.latest[e.Type] = len(l.events) - 1
 	}
 	return l, nil
 }
@@ -187,6 +190,7 @@ func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 		return false, err
 	}
 	l.events = append(l.events, *e)
+	l.latest[e.Type] = len(l.events) - 1
 	if len(l.pending) == 0 {
 		l.pendingAt = l.now()
 	}
@@ -304,11 +308,53 @@ func (l *Log) Events() []Event {
 	return append([]Event(nil), l.events...)
 }
 
+// Latest returns the latest event of type typ, or false when the log
+// has none, without walking the log.
+func (l *Log) Latest(typ string) (Event, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, ok := l.latest[typ]
+	if !ok {
+		return Event{}, false
+	}
+	return l.events[i], true
+}
+
+// EventsView returns the event list without copying it, for a caller
+// that only reads it: it must not modify the events. Appending to it is
+// safe, since its capacity ends at its length; the log only appends.
+func (l *Log) EventsView() []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.events[:len(l.events):len(l.events)]
+}
+
 // Messages returns the model history derived from the log.
 func (l *Log) Messages() []llm.Message {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]llm.Message(nil), l.surface...)
+}
+
+// History returns the model history derived from the log without
+// copying it, for a caller that reads it each step (the agent's request):
+// it must not modify the messages or their blocks. Appending to it is
+// safe, since its capacity ends at its length. The log never writes an
+// element it has handed out: an append writes past it, and a replace
+// builds a new history.
+func (l *Log) History() []llm.Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.surface[:len(l.surface):len(l.surface)]
+}
+
+// SurfaceView returns History and the event seq behind each of its
+// messages, both read in place under the same rules as History.
+func (l *Log) SurfaceView() (seqs []int64, msgs []llm.Message) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.surface)
+	return l.nodeSeqs[:n:n], l.surface[:n:n]
 }
 
 // SurfaceNode is one message of the derived history with the seq of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -327,5 +328,88 @@ func TestSurfaceNodesTrackSeqs(t *testing.T) {
 	nodes = l.Surface()
 	if len(nodes) != 2 || nodes[0].Seq != e.Seq || nodes[0].Message.Text() != "sum" || nodes[1].Seq != 5 {
 		t.Fatalf("after replace %+v", nodes)
+	}
+}
+
+// TestLogHistory checks that the history handed out without a copy never
+// changes afterwards: appends go past it, a replace builds a new one, and
+// appending to it leaves the log alone.
+func TestLogHistory(t *testing.T) {
+	l, err := NewLog(Header{ID: "s1"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(text string, opts ...AppendOption) {
+		t.Helper()
+		if _, err := l.Append(TypeUserMessage, userMsg(text), append([]AppendOption{Surface()}, opts...)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	texts := func(ms []llm.Message) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.Text())
+		}
+		return out
+	}
+	add("a")
+	add("b")
+	first := l.History()
+	_ = append(first, userMsg("mine"))
+	add("c")
+	second := l.History()
+	add("summary", func(e *Event) { e.SurfaceOp = &SurfaceOp{Replace: true, Start: 0, End: 1} })
+	add("d")
+	for _, c := range []struct {
+		got  []llm.Message
+		want []string
+	}{
+		{first, []string{"a", "b"}},
+		{second, []string{"a", "b", "c"}},
+		{l.History(), []string{"summary", "c", "d"}},
+		{l.Messages(), []string{"summary", "c", "d"}},
+	} {
+		if got := texts(c.got); !slices.Equal(got, c.want) {
+			t.Errorf("history %q; want %q", got, c.want)
+		}
+	}
+}
+
+// TestLogLatest checks the latest event of each type, for a seeded log
+// and after appends, and that the event list read in place never changes.
+func TestLogLatest(t *testing.T) {
+	seed, err := NewLog(Header{ID: "s1"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := seed.Append(TypeTurnStart, TurnStart{Turn: i + 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := NewLog(Header{ID: "s1"}, seed.Events(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := l.Latest(TypeTurnStart); !ok || e.Seq != 2 {
+		t.Fatalf("latest turn/start of the seed: %+v %v; want seq 2", e, ok)
+	}
+	view := l.EventsView()
+	if _, err := l.Append(TypeUserMessage, userMsg("hi"), Surface()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(TypeTurnStart, TurnStart{Turn: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := l.Latest(TypeTurnStart); !ok || e.Seq != 4 {
+		t.Fatalf("latest turn/start: %+v %v; want seq 4", e, ok)
+	}
+	if e, ok := l.Latest(TypeUserMessage); !ok || e.Seq != 3 {
+		t.Fatalf("latest user/message: %+v %v; want seq 3", e, ok)
+	}
+	if _, ok := l.Latest(TypeToolResult); ok {
+		t.Fatal("latest tool/result of a log without one")
+	}
+	if len(view) != 3 || view[2].Seq != 2 || len(l.EventsView()) != 5 {
+		t.Fatalf("views: %d then %d events", len(view), len(l.EventsView()))
 	}
 }

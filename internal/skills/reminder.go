@@ -91,7 +91,12 @@ func (r *Reminder) PreStep(_ context.Context, in agent.PreStep) ([]llm.Message, 
 	list := catalogList(visible)
 	sum := sha256.Sum256([]byte(list))
 	digest := hex.EncodeToString(sum[:8])
-	last, seen := lastDigest(append(r.opts.Log.Messages(), in.Messages...))
+	// The latest catalog message: among those entering, else in the
+	// history (read in place, as it is at every step).
+	last, seen := lastDigest(in.Messages)
+	if !seen {
+		last, seen = lastDigest(r.opts.Log.History())
+	}
 	if last == digest || !seen && len(visible) == 0 {
 		return in.Messages, false, nil
 	}

@@ -81,7 +81,12 @@ func New(cfg Config) *Client {
 func (c *Client) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
 	return func(yield func(llm.Chunk, error) bool) {
 		d := &decoder{Emitter: llmhttp.Emitter{Yield: yield}, fl: c.ep.Failer, blocks: map[int]*block{}}
-		d.Fail(c.ep.Stream(ctx, buildRequest(req), c.setHeaders, d))
+		body, err := encodeRequest(req)
+		if err != nil {
+			d.Fail(c.ep.Failer.Fail(llm.CodeInvalidRequest, "encode request: "+err.Error()))
+			return
+		}
+		d.Fail(c.ep.Stream(ctx, body, c.setHeaders, d))
 	}
 }
 

@@ -17,7 +17,9 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,7 +86,30 @@ type Decoder interface {
 	Stopped() bool
 }
 
-// Stream POSTs body encoded as JSON and feeds the event-stream response
+// Body is a request body already encoded as JSON, in pieces sent one
+// after the other, so that an adapter can send the long unchanged part of
+// a conversation without copying it into each request.
+type Body [][]byte
+
+// Len is the body's length in bytes.
+func (b Body) Len() int {
+	n := 0
+	for _, p := range b {
+		n += len(p)
+	}
+	return n
+}
+
+// Reader reads the body from its start.
+func (b Body) Reader() io.Reader {
+	bufs := net.Buffers(slices.Clone(b))
+	return &bufs
+}
+
+// Bytes returns the body in one slice.
+func (b Body) Bytes() []byte { return bytes.Join(b, nil) }
+
+// Stream POSTs body encoded as JSON (a [Body] is sent as it is) and feeds the event-stream response
 // to d. The request asks for an event stream and carries the User-Agent,
 // then what setHeaders (if not nil) sets, such as credentials, then
 // e.Headers. It returns the failure
@@ -93,9 +118,13 @@ type Decoder interface {
 // connection.
 func (e *Endpoint) Stream(ctx context.Context, body any, setHeaders func(http.Header), d Decoder) *llm.Failure {
 	fl := e.Failer
-	payload, err := json.Marshal(body)
-	if err != nil {
-		return fl.Fail(llm.CodeInvalidRequest, "encode request: "+err.Error())
+	pieces, ok := body.(Body)
+	if !ok {
+		payload, err := json.Marshal(body)
+		if err != nil {
+			return fl.Fail(llm.CodeInvalidRequest, "encode request: "+err.Error())
+		}
+		pieces = Body{payload}
 	}
 	if ctx.Err() != nil {
 		return fl.Aborted(ctx)
@@ -109,10 +138,14 @@ func (e *Endpoint) Stream(ctx context.Context, body any, setHeaders func(http.He
 	wd := NewWatchdog(idle, cancel)
 	defer wd.Stop()
 
-	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, e.URL, bytes.NewReader(payload))
+	hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, e.URL, pieces.Reader())
 	if err != nil {
 		return fl.Fail(llm.CodeInvalidRequest, "build request: "+err.Error())
 	}
+	// As for a bytes.Reader: a known length, and a body that can be read
+	// again for a redirect or a retried connection.
+	hreq.ContentLength = int64(pieces.Len())
+	hreq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(pieces.Reader()), nil }
 	e.setHeaders(hreq.Header, setHeaders)
 	hc := e.Client
 	if hc == nil {

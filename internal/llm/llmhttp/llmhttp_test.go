@@ -3,8 +3,10 @@ package llmhttp
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -252,6 +254,40 @@ func TestEndpointHeaders(t *testing.T) {
 	} {
 		if got.Get(k) != want {
 			t.Errorf("header %s = %q; want %q", k, got.Get(k), want)
+		}
+	}
+}
+
+// TestEndpointBody checks that a Body in pieces arrives as the one JSON
+// document it spells, with its length declared as for an encoded value
+// (not chunked), and that any other body is encoded as JSON.
+func TestEndpointBody(t *testing.T) {
+	type received struct {
+		body     string
+		length   int64
+		encoding []string
+	}
+	var got received
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = received{string(b), r.ContentLength, r.TransferEncoding}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: finish\n\n")
+	}))
+	defer srv.Close()
+	ep := Endpoint{URL: srv.URL}
+	for _, tc := range []struct {
+		body any
+		want string
+	}{
+		{Body{[]byte(`{"a":`), nil, []byte(`[1,`), []byte(`2]}`)}, `{"a":[1,2]}`},
+		{map[string]int{"b": 1}, `{"b":1}`},
+	} {
+		if f := ep.Stream(t.Context(), tc.body, nil, newFake()); f != nil {
+			t.Fatal(f)
+		}
+		if want := (received{tc.want, int64(len(tc.want)), nil}); !reflect.DeepEqual(got, want) {
+			t.Errorf("server received %+v; want %+v", got, want)
 		}
 	}
 }

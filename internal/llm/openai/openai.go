@@ -80,7 +80,12 @@ func (c *Client) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chun
 	return func(yield func(llm.Chunk, error) bool) {
 		d := &decoder{Emitter: llmhttp.Emitter{Yield: yield}, fl: c.ep.Failer, calls: map[int]*block{}}
 		setHeaders := func(h http.Header) { c.setHeaders(h, req) }
-		d.Fail(c.ep.Stream(ctx, c.buildRequest(req), setHeaders, d))
+		body, err := c.encodeRequest(req)
+		if err != nil {
+			d.Fail(c.ep.Failer.Fail(llm.CodeInvalidRequest, "encode request: "+err.Error()))
+			return
+		}
+		d.Fail(c.ep.Stream(ctx, body, setHeaders, d))
 	}
 }
 

@@ -1,0 +1,182 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
+)
+
+// encoded is the wire form of one history message: its chat messages,
+// each encoded once.
+type encoded struct {
+	key   llm.Identity
+	parts []encodedPart
+}
+
+type encodedPart struct {
+	raw  []byte
+	tool bool
+	// images is the tool message itself when it returned images, which
+	// follow the run of tool messages it belongs to.
+	images *chatMessage
+}
+
+// encodeState is what a Client keeps in an llm.EncodeCache: the encoded
+// messages of the last request, in order, and the wire messages of its
+// first done messages assembled, which no later message changes. A
+// request that extends it encodes and assembles only its new messages.
+type encodeState struct {
+	client *Client
+	msgs   []encoded
+	// done is ","+message for each wire message of msgs[:doneMsgs].
+	done     []byte
+	doneMsgs int
+}
+
+// messagesKey splits a body encoded with nil Messages around them. The
+// model, the only member before them, is a JSON string, in which a quote
+// is always escaped, so the first match is the member itself.
+var messagesKey = []byte(`,"messages":null,`)
+
+// encodeRequest returns the request body: the bytes json.Marshal gives
+// for c.buildRequest(req), with each history message converted, encoded
+// and assembled only once per req.EncodeCache.
+func (c *Client) encodeRequest(req llm.Request) (llmhttp.Body, error) {
+	head := c.buildRequest(llm.Request{
+		Model: req.Model, Tools: req.Tools, Effort: req.Effort,
+		MaxTokens: req.MaxTokens, Temperature: req.Temperature,
+	})
+	frame, err := json.Marshal(head)
+	if err != nil {
+		return nil, err
+	}
+	cut := bytes.Index(frame, messagesKey)
+	if cut < 0 {
+		// Not reachable with these types; encode the request whole.
+		raw, err := json.Marshal(c.buildRequest(req))
+		return llmhttp.Body{raw}, err
+	}
+	var done, rest []byte
+	assemble := func(old any) any {
+		st, ok := old.(*encodeState)
+		if !ok || st.client != c {
+			st = &encodeState{client: c}
+		}
+		if err = st.update(req.Messages); err != nil {
+			return nil
+		}
+		done, rest, err = st.assemble()
+		return st
+	}
+	if req.EncodeCache != nil {
+		req.EncodeCache.Use(assemble)
+	} else {
+		assemble(nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var system []byte
+	if req.System != "" {
+		raw, err := json.Marshal(chatMessage{Role: "system", Content: req.System})
+		if err != nil {
+			return nil, err
+		}
+		system = append([]byte{','}, raw...)
+	}
+	open := append(frame[:cut:cut], `,"messages":`...)
+	body := llmhttp.Body{open}
+	list := 0
+	for _, p := range [][]byte{system, done, rest} {
+		if len(p) == 0 {
+			continue
+		}
+		if list == 0 {
+			// The first wire message opens the list instead of
+			// following a comma.
+			body = append(body, []byte{'['}, p[1:])
+		} else {
+			body = append(body, p)
+		}
+		list++
+	}
+	if list == 0 {
+		body = append(body, []byte("null"))
+	} else {
+		body = append(body, []byte{']'})
+	}
+	return append(body, frame[cut+len(messagesKey)-1:]), nil
+}
+
+// update encodes msgs, reusing the encoding of the longest prefix of msgs
+// that st holds.
+func (st *encodeState) update(msgs []llm.Message) error {
+	keep := 0
+	for keep < len(msgs) && keep < len(st.msgs) && st.msgs[keep].key == llm.IdentityOf(msgs[keep]) {
+		keep++
+	}
+	st.msgs = st.msgs[:keep]
+	if keep < st.doneMsgs {
+		// A fresh array: an earlier body may still hold the old one.
+		st.done, st.doneMsgs = nil, 0
+	}
+	for _, m := range msgs[keep:] {
+		e := encoded{key: llm.IdentityOf(m)}
+		for _, wm := range st.client.messages(m) {
+			raw, err := json.Marshal(wm)
+			if err != nil {
+				return err
+			}
+			p := encodedPart{raw: raw, tool: wm.Role == "tool"}
+			if len(wm.toolImages) > 0 {
+				p.images = &wm
+			}
+			e.parts = append(e.parts, p)
+		}
+		st.msgs = append(st.msgs, e)
+	}
+	return nil
+}
+
+// assemble returns the wire messages of st.msgs, each after a comma:
+// done, which later messages leave as it is, and rest. It runs as
+// buildRequest does: the images of a run of tool messages follow it in
+// one user message. Where a message starts with no images pending, what
+// precedes it is done.
+func (st *encodeState) assemble() (done, rest []byte, err error) {
+	var pending []chatMessage
+	flush := func() error {
+		for _, m := range appendToolImages(nil, pending) {
+			raw, err := json.Marshal(m)
+			if err != nil {
+				return err
+			}
+			rest = append(append(rest, ','), raw...)
+		}
+		pending = nil
+		return nil
+	}
+	for j := st.doneMsgs; j < len(st.msgs); j++ {
+		if len(pending) == 0 && len(rest) > 0 {
+			st.done = append(st.done, rest...)
+			st.doneMsgs, rest = j, rest[:0]
+		}
+		for _, p := range st.msgs[j].parts {
+			if !p.tool {
+				if err := flush(); err != nil {
+					return nil, nil, err
+				}
+			}
+			rest = append(append(rest, ','), p.raw...)
+			if p.images != nil {
+				pending = append(pending, *p.images)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	return st.done[:len(st.done):len(st.done)], rest, nil
+}
