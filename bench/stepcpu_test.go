@@ -14,9 +14,9 @@ import (
 // clockTicks is the unit of /proc/PID/stat times (USER_HZ, 100 on Linux).
 const clockTicks = 100
 
-// procCPU returns the CPU time in seconds of process pid and its waited-for
+// procTreeCPU returns the CPU time in seconds of process pid and its waited-for
 // children (utime, stime, cutime, cstime of /proc/PID/stat).
-func procCPU(pid int) (float64, error) {
+func procTreeCPU(pid int) (float64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -53,7 +53,7 @@ func BenchmarkRunStepCPU(b *testing.B) {
 			mu.Lock()
 			n++
 			if pid != 0 {
-				if cpu, err := procCPU(pid); err == nil {
+				if cpu, err := procTreeCPU(pid); err == nil {
 					at[n] = cpu
 				}
 			}
