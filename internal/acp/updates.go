@@ -408,8 +408,10 @@ func (t *translator) diff(c *callState) obj {
 	return nil
 }
 
-// plan renders the todo list; ACP entries carry a priority dsh does not
-// have, so every entry is medium.
+// plan renders the todo list as an ACP plan. ACP requires a priority on
+// every entry; dsh's todo_write has none (it drops one a model sends), so
+// each entry carries the neutral "medium" rather than an invented rank.
+// A status ACP does not know becomes "pending".
 func plan(todos []projection.Todo) obj {
 	entries := make([]obj, 0, len(todos))
 	for _, td := range todos {

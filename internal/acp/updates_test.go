@@ -69,6 +69,11 @@ func TestTranslateToolLifecycle(t *testing.T) {
 			t.Fatalf("update %d is %s, want %s (all %v)", i, got[i], want[i], got)
 		}
 	}
+	if es := all[7]["entries"].([]obj); len(es) != 2 ||
+		es[0]["content"] != "a" || es[0]["status"] != "in_progress" || es[0]["priority"] != "medium" ||
+		es[1]["content"] != "b" || es[1]["status"] != "pending" {
+		t.Errorf("plan %v", all[7])
+	}
 	if u := all[1]; u["used"] != int64(160) || u["size"] != int64(1000) {
 		t.Errorf("usage %v", u)
 	}
