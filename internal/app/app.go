@@ -35,9 +35,9 @@ import (
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
 	"github.com/dsh-dev/dsh/internal/tool"
-	"github.com/dsh-dev/dsh/internal/tools/question"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
 	toolsmcp "github.com/dsh-dev/dsh/internal/tools/mcp"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // Version is the dsh version string, set by the linker for releases.
