@@ -14,7 +14,7 @@ run(async () => {
   const id1 = await page.getAttribute('#question', 'data-question');
   const card = await page.innerText('#question');
   for (const want of ['The agent has questions for you', 'Database', 'Which database should the service use?', 'Postgres', 'Embedded in the binary', 'Which checks should CI run?', 'Choose any that apply.']) {
-    expect(card.includes(want), `question card lacks ${JSON.stringify(want)}: ${card}`);
+    expect(card.toLowerCase().includes(want.toLowerCase()), `question card lacks ${JSON.stringify(want)}: ${card}`);
   }
   expect(await page.isDisabled('#question-send'), 'the answer can be sent before every question has one');
   expect(await page.isVisible('#status-badge.awaiting-answer'), 'the status badge does not say the session waits for an answer');
@@ -45,7 +45,7 @@ run(async () => {
   await page.waitForFunction(() => [...document.querySelectorAll('.item-assistant .answer')].some((e) => e.innerText.includes('Noted')));
   await page.waitForSelector('#status-badge.idle');
   // The transcript keeps the question with the chosen options marked.
-  const chosen = await page.$$eval('.qcard .q-opts li.chosen', (xs) => xs.map((x) => x.innerText.replace('✓', '').trim()));
+  const chosen = await page.$$eval('.qcard .q-opts li.chosen', (xs) => xs.map((x) => x.dataset.label));
   expect(JSON.stringify(chosen) === JSON.stringify(['SQLite', 'Unit tests', 'Linters']), `chosen chips: ${JSON.stringify(chosen)}`);
   expect(await page.isVisible('.qcard .pill.ok'), 'the question card is not marked answered');
   expect(!(await page.isVisible('.tool-ask_user_question')), 'the raw tool card shows beside the question');

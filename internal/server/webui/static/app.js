@@ -187,6 +187,8 @@ function closeSession() {
 
 function onSessionEvent(ev) {
   const ch = view.model.apply(ev);
+  // The log says what plan mode is now: a toggle in flight has landed.
+  if (ch.flags.has('plan')) view.planWant = null;
   for (const k of ch.keys) view.dirty.add(k);
   for (const f of ch.flags) view.flags.add(f);
   schedule();
@@ -277,7 +279,7 @@ function paint() {
   // page says that the agent is at work.
   const last = v.model.items.get(v.model.order[v.model.order.length - 1]);
   const busy = last && ((last.kind === 'assistant' && last.streaming) || (last.kind === 'tool' && last.status === 'awaiting'));
-  $('working').hidden = !v.model.running || !!busy;
+  $('working').hidden = !v.model.running || !!busy || questionsOf(v).length > 0;
   if (v.model.running && last && last.kind === 'tool' && last.status === 'running') $('working-text').textContent = `Running ${last.name}…`;
   else $('working-text').textContent = 'Thinking…';
   const f = v.flags;

@@ -276,7 +276,7 @@ const ANSWER_PILL = {
 export function questionCard(it) {
   const a = it.answer;
   const plan = it.ask === 'plan';
-  let pill = a ? ANSWER_PILL[a.status] || ['', a.status] : it.stale ? ['rejected', 'not answered'] : ['awaiting', 'waiting for you'];
+  let pill = a ? ANSWER_PILL[a.status] || ['', a.status] : it.stale ? ['rejected', 'not answered'] : ['awaiting q', 'waiting for you'];
   if (plan && a && a.status === 'answered') pill = a.approved ? ['ok', 'approved'] : ['awaiting', 'kept planning'];
   const first = (it.questions || [])[0] || {};
   const summary = plan ? 'Plan for your review' : first.header || first.question || '';
@@ -287,9 +287,15 @@ export function questionCard(it) {
       h('span', { class: 'tool-summary', title: summary, text: plan ? '' : summary }),
       h('span', { class: 'spacer' }),
       h('span', { class: `pill ${pill[0]}`, text: pill[1] })));
+  // While it waits, the card below the conversation shows it in full.
+  if (!a && !it.stale) {
+    card.append(h('div', { class: 'card-body muted small', text: plan ? 'Review the plan below.' : 'Answer below.' }));
+    return card;
+  }
   const body = h('div', { class: 'card-body' });
   if (plan) {
-    body.append(h('details', { class: 'plan-doc', open: !a || !a.approved }, h('summary', { text: 'The plan' }), h('div', { class: 'md plan-md' }, markdown(it.plan || ''))));
+    // The approved plan stays open; one sent back is folded away.
+    body.append(h('details', { class: 'plan-doc', open: !!(a && a.approved) }, h('summary', { text: 'The plan' }), h('div', { class: 'md plan-md' }, markdown(it.plan || ''))));
     if (a && a.feedback) body.append(h('div', { class: 'q-feedback' }, h('span', { class: 'muted', text: 'Your feedback: ' }), a.feedback));
   } else {
     for (const q of it.questions || []) {
@@ -301,11 +307,11 @@ export function questionCard(it) {
       const ul = h('ul', { class: 'q-opts' });
       for (const o of q.options || []) {
         const chosen = got.includes(o.label);
-        ul.append(h('li', { class: chosen ? 'chosen' : '' }, h('span', { class: 'q-mark', 'aria-hidden': 'true', text: chosen ? '✓' : '' }),
+        ul.append(h('li', { class: chosen ? 'chosen' : '', 'data-label': o.label }, h('span', { class: 'q-mark', 'aria-hidden': 'true', text: chosen ? '✓' : '' }),
           h('span', { text: o.label }), chosen ? h('span', { class: 'sr-only', text: ' (chosen)' }) : null));
       }
       for (const g of got.filter((x) => !labels.has(x))) {
-        ul.append(h('li', { class: 'chosen' }, h('span', { class: 'q-mark', 'aria-hidden': 'true', text: '✓' }), h('span', { class: 'muted', text: 'Other: ' }), h('span', { text: g })));
+        ul.append(h('li', { class: 'chosen', 'data-label': g }, h('span', { class: 'q-mark', 'aria-hidden': 'true', text: '✓' }), h('span', { class: 'muted', text: 'Other: ' }), h('span', { text: g })));
       }
       block.append(ul);
       body.append(block);
