@@ -373,18 +373,32 @@ func fileExists(p string) bool {
 }
 
 // TestExitPlanModeOutsidePlanMode: the tool stays offered and refuses with
-// PLAN_MODE_INACTIVE.
+// PLAN_MODE_INACTIVE; invalid arguments to either tool are INVALID_ARGS
+// and ask nobody.
 func TestExitPlanModeOutsidePlanMode(t *testing.T) {
 	f := newFixture(t, host.Config{})
-	f.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{exitCall("# Plan")}}, llmtest.Response{Text: "ok"})
+	f.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{exitCall("# Plan")}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{exitCall(" ")}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{askCall(dbQuestion, dbQuestion)}},
+		llmtest.Response{Text: "ok"})
 	info := f.create(host.CreateRequest{})
 	f.send(info.Header.ID, "go", host.DeliveryQueue)
 	if _, err := f.h.RunUntilIdle(t.Context(), info.Header.ID); err != nil {
 		t.Fatal(err)
 	}
 	rs := toolResults(t, f, info.Header.ID)
-	if len(rs) != 1 || rs[0].Error == nil || rs[0].Error.Code != question.CodePlanModeInactive {
-		t.Fatalf("tool result %+v", rs)
+	if len(rs) != 3 || rs[0].Error == nil || rs[0].Error.Code != question.CodePlanModeInactive {
+		t.Fatalf("tool results %+v", rs)
+	}
+	if rs[1].Error == nil || rs[1].Error.Code != "INVALID_ARGS" || !strings.Contains(resultText(rs[1]), "plan is required") {
+		t.Fatalf("empty plan: %+v", rs[1])
+	}
+	if rs[2].Error == nil || rs[2].Error.Code != "INVALID_ARGS" || !strings.Contains(resultText(rs[2]), `"db" is used twice`) {
+		t.Fatalf("duplicate ids: %+v", rs[2])
+	}
+	if len(f.h.Questions("")) != 0 || len(answersOf(t, f, info.Header.ID)) != 0 {
+		t.Fatal("an invalid call asked a question")
 	}
 	if names := f.srv.Requests()[0].ToolNames(); !contains(names, question.ExitName) || !contains(names, question.AskName) {
 		t.Fatalf("tools offered: %v", names)
@@ -440,5 +454,55 @@ func TestSetPlanModeSurvivesResumeAndFork(t *testing.T) {
 	}
 	if got, _ := f.h.Get(t.Context(), id); !got.Live || got.PlanMode {
 		t.Fatalf("after off: live %v plan %v", got.Live, got.PlanMode)
+	}
+}
+
+// TestSetPlanModeMidTurnWaitsForStepBoundary: plan mode turned on while a
+// turn runs (here: waiting on a question) is logged at the next step
+// boundary, so the write the model makes in the next step is refused.
+func TestSetPlanModeMidTurnWaitsForStepBoundary(t *testing.T) {
+	f := newFixture(t, host.Config{})
+	feed := f.h.Subscribe()
+	defer feed.Close()
+	file := filepath.Join(f.cwd, "out.txt")
+	f.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{askCall(dbQuestion)}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{writeCall(file, "x\n")}},
+		llmtest.Response{Text: "ok"},
+	)
+	info := f.create(host.CreateRequest{})
+	id := info.Header.ID
+	f.send(id, "go", host.DeliveryQueue)
+	q := nextFeed(t, feed, feedType(host.FeedQuestion)).Question
+	if err := f.h.SetPlanMode(t.Context(), id, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.h.Get(t.Context(), id); got.PlanMode {
+		t.Fatal("plan mode logged in the middle of a step")
+	}
+	if err := f.h.AnswerQuestion(t.Context(), id, q.ID, host.QuestionAnswer{Answers: map[string][]string{"db": {"SQLite"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.h.RunUntilIdle(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	rs := toolResults(t, f, id)
+	if len(rs) != 2 || rs[1].Error == nil || rs[1].Error.Code != question.CodePlanModeActive || fileExists(file) {
+		t.Fatalf("write after the boundary: %+v", rs)
+	}
+	events, _, _ := f.h.Events(t.Context(), id, -1, 0)
+	mode, step := -1, -1
+	for i, e := range events {
+		switch e.Type {
+		case session.TypePlanMode:
+			mode = i
+		case session.TypeStepStart:
+			if mode >= 0 && step < 0 {
+				step = i
+			}
+		}
+	}
+	if mode < 0 || step < 0 {
+		t.Fatalf("plan/mode at %d, next step at %d", mode, step)
 	}
 }
