@@ -153,12 +153,6 @@ func (ss *sess) waitMode(ctx context.Context, mode string) {
 	ss.waitFor(ctx, func() bool { return ss.tr.mode == mode })
 }
 
-func (ss *sess) mode() string {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return ss.tr.mode
-}
-
 func (ss *sess) planMode() bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

@@ -198,7 +198,7 @@ func (s *server) elicit(ctx context.Context, q host.Question) (host.QuestionAnsw
 		required = append(required, it.ID)
 	}
 	params := obj{"sessionId": q.SessionID, "toolCallId": q.CallID, "mode": "form",
-		"message": "The agent has a question for you.",
+		"message":         "The agent has a question for you.",
 		"requestedSchema": obj{"type": "object", "properties": props, "required": required}}
 	if len(q.Questions) > 1 {
 		params["message"] = fmt.Sprintf("The agent has %d questions for you.", len(q.Questions))
