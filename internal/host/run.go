@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // CreateRequest describes a new session; "" fields take the profile's
@@ -398,6 +399,13 @@ func (h *Host) Fork(ctx context.Context, id string) (Info, error) {
 	}
 	if nt, ns := e.sess.Agent.Pending(); nt+ns > 0 {
 		if err := e.sess.Agent.Cancel("user", false); err != nil {
+			return Info{}, classify(err)
+		}
+	}
+	// Plan mode set while the parent was idle comes after its last
+	// turn/end, outside the seed: the fork takes the parent's mode.
+	if on := planModeOf(events); on != planModeOf(seed) {
+		if err := e.sess.SetPlanMode(on, question.SourceUser); err != nil {
 			return Info{}, classify(err)
 		}
 	}
