@@ -175,7 +175,7 @@ func TestPlanModeRefusesWritesThenPlanIsApproved(t *testing.T) {
 
 // TestQuestionSurvivesReattach: a TUI attached to dsh serve leaves while
 // a question waits; the host keeps it, and the next TUI shows it again
-// and answers it.
+// and answers it; /plan works over the API as well.
 func TestQuestionSurvivesReattach(t *testing.T) {
 	tm := newTerm(t)
 	tm.srv.Enqueue(
@@ -219,6 +219,9 @@ func TestQuestionSurvivesReattach(t *testing.T) {
 	}
 	tm.keys("Enter") // the first option
 	tm.waitFor("Go it is.")
+	// Plan mode over the API too.
+	tm.typeLine("/plan")
+	tm.waitScreen("PLAN on the status line", func(s string) bool { return strings.Contains(s, "\n PLAN  deepseek/") })
 	tm.keys("C-d")
 	tm.exitStatus()
 }
