@@ -6,6 +6,7 @@ import (
 
 	"charm.land/bubbles/v2/textarea"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/dsh-dev/dsh/internal/cli/progress"
 	"github.com/dsh-dev/dsh/internal/host"
@@ -406,7 +407,7 @@ func (m *model) viewItems(inner int) []string {
 			lines = append(lines, cut("  "+row, inner))
 		}
 		if d := strings.TrimSpace(o.Description); d != "" && describe {
-			pad := strings.Repeat(" ", 4+len(mark))
+			pad := strings.Repeat(" ", 3+ansi.StringWidth(mark)) // under the label
 			lines = append(lines, indent(t.dim.Render(progress.Clean(d)), inner, pad, pad))
 		}
 	}
