@@ -213,3 +213,21 @@ func TestQuestionPanelsNeverPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestEscAtAQuestionCancelsTheTurn: Esc (or Ctrl-C) at the panel cancels
+// the turn, as at an approval; the host then resolves the question
+// cancelled and the feed takes the panel away.
+func TestEscAtAQuestionCancelsTheTurn(t *testing.T) {
+	h := newHarness(t, 80, 24)
+	h.startTurn()
+	h.send(questionsMsg{list: []host.Question{dbQuestion()}})
+	h.key("esc")
+	h.key("ctrl+c")
+	if h.b.cancels != 2 || len(h.b.qanswers) != 0 {
+		t.Fatalf("%d cancels, %d answers", h.b.cancels, len(h.b.qanswers))
+	}
+	h.m.onFeed(feedMsg{events: []host.FeedEvent{{Type: host.FeedQuestionResolved, SessionID: "sess-1", ID: "q-1", Status: "cancelled"}}})
+	if h.m.asking != nil || !strings.Contains(h.live(), "Ask dsh") {
+		t.Errorf("the panel stayed after the cancellation:\n%s", h.live())
+	}
+}
