@@ -192,6 +192,13 @@ func TestQuestionsAndPlanOnTerminal(t *testing.T) {
 	if len(modes) != 2 || !modes[0].Active || modes[1].Active || modes[1].Source != question.SourcePlanApproved {
 		t.Fatalf("plan/mode %+v", modes)
 	}
+	// sessions show renders the answers and the mode changes.
+	show, _, code := e.dsh("", "sessions", "show", res.SessionID)
+	for _, want := range []string{"[plan mode] on (user)", "[answer] db: Postgres; langs: Go, Zig", "[answer] plan approved", "[plan mode] off (plan-approved)"} {
+		if code != 0 || !strings.Contains(show, want) {
+			t.Errorf("sessions show (exit %d) lacks %q:\n%s", code, want, show)
+		}
+	}
 }
 
 // TestQuestionWithoutTerminalFailsAtOnce: with no controlling terminal
