@@ -26,6 +26,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/tool"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // Options configure a Client.
@@ -104,7 +105,10 @@ func Open(ctx context.Context, o Options) (*Client, error) {
 	if o.Holder == "" {
 		o.Holder = "dsh sdk"
 	}
-	h, err := host.New(host.Config{App: a, Holder: o.Holder})
+	// The SDK has no way to answer ask_user_question or exit_plan_mode
+	// yet: they fail at once (QUESTION_UNAVAILABLE) instead of waiting
+	// for an answer nobody can give.
+	h, err := host.New(host.Config{App: a, Holder: o.Holder, Asker: noAsker{}})
 	if err != nil {
 		return nil, errors.Join(err, a.Close())
 	}
@@ -225,4 +229,11 @@ func wrap(err error) error {
 		return nil
 	}
 	return &Error{Code: host.ErrorCode(err), Err: err}
+}
+
+// noAsker answers no question: the model is told nobody is available.
+type noAsker struct{}
+
+func (noAsker) Ask(context.Context, question.Request) (question.Answer, error) {
+	return question.Answer{}, question.ErrUnavailable
 }

@@ -65,6 +65,9 @@ type server struct {
 	initialized bool             // guarded by mu
 	sessions    map[string]*sess // guarded by mu; by session id
 	asking      map[string]context.CancelFunc
+	// formElicitation: the client advertised elicitation.form, so
+	// questions go to it as forms (guarded by mu).
+	formElicitation bool
 }
 
 // Serve speaks ACP on in/out until in ends (EOF) or ctx ends: then every
@@ -208,13 +211,20 @@ func (s *server) onNotification(method string, params json.RawMessage) {
 
 func (s *server) initialize(params json.RawMessage) (any, *jsonrpc.Error) {
 	var p struct {
-		ProtocolVersion *int `json:"protocolVersion"`
+		ProtocolVersion    *int `json:"protocolVersion"`
+		ClientCapabilities struct {
+			Elicitation *struct {
+				Form json.RawMessage `json:"form"`
+			} `json:"elicitation"`
+		} `json:"clientCapabilities"`
 	}
 	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == nil {
 		return nil, invalidParams("initialize needs a protocolVersion")
 	}
+	el := p.ClientCapabilities.Elicitation
 	s.mu.Lock()
 	s.initialized = true
+	s.formElicitation = el != nil && len(el.Form) > 0 && string(el.Form) != "null"
 	s.mu.Unlock()
 	_, images := s.defaultRoute()
 	return obj{

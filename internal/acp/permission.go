@@ -34,6 +34,11 @@ func (s *server) watchApprovals(feed *host.Feed) {
 						s.ask(a)
 					}
 				}
+				for _, q := range s.h.Questions("") {
+					if s.session(q.SessionID) != nil {
+						s.askQuestion(q)
+					}
+				}
 				continue
 			}
 			return
@@ -48,6 +53,16 @@ func (s *server) watchApprovals(feed *host.Feed) {
 				s.mu.Lock()
 				if cancel := s.asking[e.ApprovalID]; cancel != nil {
 					cancel() // answered elsewhere or cancelled: stop asking
+				}
+				s.mu.Unlock()
+			case host.FeedQuestion:
+				if e.Question != nil && s.session(e.SessionID) != nil {
+					s.askQuestion(*e.Question)
+				}
+			case host.FeedQuestionResolved:
+				s.mu.Lock()
+				if cancel := s.asking[e.ID]; cancel != nil {
+					cancel()
 				}
 				s.mu.Unlock()
 			}

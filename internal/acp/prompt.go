@@ -107,6 +107,14 @@ func (ss *sess) note(e session.Event, te *session.TurnEnd) {
 		if e.Decode(&p) == nil {
 			ss.asked[p.ID] = true
 		}
+	case session.TypeQuestionAsk:
+		// Question ids share the map: both are random UUIDs.
+		var p struct {
+			ID string `json:"questionId"`
+		}
+		if e.Decode(&p) == nil {
+			ss.asked[p.ID] = true
+		}
 	}
 }
 
@@ -145,10 +153,18 @@ func (ss *sess) waitMode(ctx context.Context, mode string) {
 	ss.waitFor(ctx, func() bool { return ss.tr.mode == mode })
 }
 
-func (ss *sess) mode() string {
+func (ss *sess) planMode() bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.tr.mode
+	return ss.tr.plan
+}
+
+// currentMode is the ACP mode id: plan while in plan mode, else the
+// permission preset.
+func (ss *sess) currentMode() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.tr.currentMode()
 }
 
 func (ss *sess) model() string {

@@ -194,17 +194,19 @@ func (s *server) replay(ctx context.Context, id, cwd string) *jsonrpc.Error {
 	}
 }
 
-// modes is the session's mode state: the permission presets.
+// modePlan is the ACP mode of plan mode, beside the permission presets.
+const modePlan = "plan"
+
+// modes is the session's mode state: the permission presets, and plan
+// mode (current while the session is in it; its permission preset stays
+// what it was and applies again when plan mode ends).
 func (s *server) modes(ss *sess) obj {
 	var avail []obj
 	for _, p := range permission.Presets() {
 		avail = append(avail, obj{"id": p.Name, "name": p.Label, "description": presetDescription(p)})
 	}
-	cur := ss.mode()
-	if cur == "" {
-		cur = permission.DefaultPreset
-	}
-	return obj{"currentModeId": cur, "availableModes": avail}
+	avail = append(avail, obj{"id": modePlan, "name": "Plan", "description": "explore and present a plan for approval before changing anything (writing tools are refused, commands run read-only)"})
+	return obj{"currentModeId": ss.currentMode(), "availableModes": avail}
 }
 
 func presetDescription(p permission.Preset) string {
@@ -351,8 +353,37 @@ func (s *server) setMode(ctx context.Context, params json.RawMessage) (any, *jso
 	if rerr != nil {
 		return nil, rerr
 	}
+	if p.ModeID == modePlan || ss.planMode() {
+		// Plan mode is logged into the live session: one the host disposed
+		// while idle is reopened as a prompt would reopen it (its own model,
+		// the client's MCP servers), not by the host's on-demand resume.
+		if _, _, live := s.h.Route(ss.id); !live {
+			if _, err := s.h.Resume(ctx, host.ResumeRequest{ID: ss.id, Model: ss.model(), MCPServers: ss.mcp}); err != nil {
+				return nil, hostError(err)
+			}
+		}
+	}
+	if p.ModeID == modePlan {
+		if err := s.h.SetPlanMode(ctx, ss.id, true); err != nil {
+			return nil, hostError(err)
+		}
+		// The pump sends current_mode_update when it reads plan/mode.
+		ss.waitFor(ctx, func() bool { return ss.tr.plan })
+		return obj{}, nil
+	}
 	if _, ok := permission.LookupPreset(p.ModeID); !ok {
 		return nil, invalidParams("unknown mode %q", p.ModeID)
+	}
+	if ss.planMode() {
+		// Leaving plan mode for a preset: plan mode ends first; the
+		// session is reopened only when the preset changes too.
+		if err := s.h.SetPlanMode(ctx, ss.id, false); err != nil {
+			return nil, hostError(err)
+		}
+		ss.waitFor(ctx, func() bool { return !ss.tr.plan })
+		if p.ModeID == ss.currentMode() {
+			return obj{}, nil
+		}
 	}
 	if rerr := s.reopen(ctx, ss, host.ResumeRequest{Permission: p.ModeID, Model: s.currentModel(ss)}); rerr != nil {
 		return nil, rerr

@@ -9,6 +9,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/projection"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // obj is a JSON object on the wire.
@@ -29,8 +30,21 @@ type translator struct {
 	order   []string              // open call ids, oldest first
 	window  int64                 // context window of the last request/context
 	mode    string                // last permission preset seen
+	plan    bool                  // plan mode, from the last plan/mode
 	model   string                // last "provider/model" of request/context
 	turnEnd *session.TurnEnd      // set by the last turn/end translated
+}
+
+// currentMode is the ACP mode id: plan while in plan mode, else the
+// permission preset (the default one before any was logged).
+func (t *translator) currentMode() string {
+	switch {
+	case t.plan:
+		return "plan"
+	case t.mode == "":
+		return permission.DefaultPreset
+	}
+	return t.mode
 }
 
 // callState is an open tool call: announced, not yet final.
@@ -157,8 +171,17 @@ func (t *translator) translate(e session.Event) []obj {
 		var p permission.PresetSelected
 		if e.Decode(&p) == nil && p.Preset != t.mode {
 			t.mode = p.Preset
-			if !t.replay {
+			// In plan mode the ACP mode stays plan.
+			if !t.replay && !t.plan {
 				out = append(out, obj{"sessionUpdate": "current_mode_update", "currentModeId": p.Preset})
+			}
+		}
+	case session.TypePlanMode:
+		var p question.PlanMode
+		if e.Decode(&p) == nil && p.Active != t.plan {
+			t.plan = p.Active
+			if !t.replay {
+				out = append(out, obj{"sessionUpdate": "current_mode_update", "currentModeId": t.currentMode()})
 			}
 		}
 	case session.TypeTurnEnd:

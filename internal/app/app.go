@@ -37,6 +37,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
 	toolsmcp "github.com/dsh-dev/dsh/internal/tools/mcp"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // Version is the dsh version string, set by the linker for releases.
@@ -243,6 +244,9 @@ type SessionOptions struct {
 	Approval string
 	// Human answers approval asks; nil when no one can answer.
 	Human permission.Answerer
+	// Asker answers ask_user_question and exit_plan_mode; nil when no one
+	// can (the calls fail at once with QUESTION_UNAVAILABLE).
+	Asker question.Asker
 	// Holder says what holds the session's lease while it is open ("dsh
 	// run"), for the message a second process gets; "" means "dsh".
 	Holder string
@@ -284,6 +288,9 @@ type Session struct {
 	// mcpOwn are the session's own servers (SessionOptions.MCPServers).
 	mcpBridge *toolsmcp.Bridge
 	mcpOwn    *mcp.Manager
+	// plan is the session's plan mode (nil when the plan-mode row is
+	// disabled).
+	plan *question.Mode
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -316,7 +323,7 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 		return nil, err
 	}
 	s, err := a.wire(ctx, log, route, effort, wiring{
-		human: o.Human, permPreset: o.Permission, approval: o.Approval, extraTools: a.extraTools, mcpServers: o.MCPServers,
+		human: o.Human, asker: o.Asker, permPreset: o.Permission, approval: o.Approval, extraTools: a.extraTools, mcpServers: o.MCPServers,
 	})
 	// A new session is stored and leased while it is wired.
 	lease, lerr := leased()
@@ -356,6 +363,7 @@ func (a *App) route(model, effortName string) (provider.Resolved, llm.Effort, er
 // wiring carries per-session choices into wire.
 type wiring struct {
 	human                permission.Answerer
+	asker                question.Asker
 	permPreset, approval string
 	// allow and deny filter the preset's tools (subagent children).
 	allow, deny []string
@@ -381,7 +389,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		home: a.Home, cwd: h.Cwd, preset: preset.Name, log: log, route: route,
 		reg: tool.NewRegistry(), prompt: prompt.NewAssembler(), runtime: &prompt.Runtime{},
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
-		app: a, human: w.human, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
+		app: a, human: w.human, asker: w.asker, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
 		warn:   func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
 		effort: string(effort),
 	}
@@ -517,6 +525,9 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	if err != nil {
 		return nil, err
 	}
+	if e.plan != nil {
+		e.plan.SetBusy(ag.Busy)
+	}
 	proj := projection.NewRegistry()
 	if err := projection.RegisterBuiltins(proj, int64(route.Model.ContextWindow)); err != nil {
 		return nil, err
@@ -533,7 +544,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	a.live.add(log)
 	wired, hooksDone = true, true
 	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
-		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks}, nil
+		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, plan: e.plan}, nil
 }
 
 func newMessageID() string {

@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/bash"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 	"github.com/dsh-dev/dsh/internal/web"
 )
 
@@ -56,6 +57,10 @@ type env struct {
 	app *App
 	// human answers approval asks (nil when no terminal is attached).
 	human permission.Answerer
+	// asker answers the question tools (nil: nobody can).
+	asker question.Asker
+	// plan is the session's plan mode (the plan-mode module).
+	plan *question.Mode
 	// permPreset and approval are the --permission / --approval choices.
 	permPreset, approval string
 	// perm is the permission layer (the permissions module).
@@ -318,6 +323,7 @@ func modules() *compose.Registry {
 	}))
 	registerTitleModule(must)
 	registerToolModules(must)
+	registerQuestionModules(must)
 	registerPermissionModules(must)
 	registerSubagentModules(must)
 	registerACPModules(must)

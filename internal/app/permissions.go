@@ -90,6 +90,8 @@ func (d permissionsDef) apply(e *env) error {
 	if e.human != nil {
 		cfg.Human = e.human
 	}
+	// The plan-mode row may come later in the profile: read it per call.
+	cfg.PlanMode = func() bool { return e.plan != nil && e.plan.Active() }
 	reviewer := &permission.AutoReviewer{Adapter: e.route.Adapter, Model: e.route.Model.ID}
 	if d.ReviewModel != "" {
 		r, err := e.app.Catalog.Resolve(d.ReviewModel, UserAgent())

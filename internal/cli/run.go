@@ -20,6 +20,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // RunResult is the final line of dsh run --json.
@@ -43,6 +44,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	preset := fs.String("agent-preset", "", "agent preset of a new session (standard, minimal, or one from the profile)")
 	perm := fs.String("permission", "", "permission preset: read-only, workspace-write (default), auto or full-access")
 	approval := fs.String("approval", "", "approval policy: ask (default) or never")
+	planMode := fs.Bool("plan", false, "start in plan mode: explore and present a plan before changing anything")
 	quiet := fs.Bool("quiet", false, "no progress on stderr, even on a terminal")
 	showProgress := fs.Bool("progress", false, "stream progress to stderr even when it is no terminal")
 	mcpPromptSpec := fs.String("mcp-prompt", "", "render this MCP prompt (SERVER:PROMPT or SERVER:PROMPT:JSON) as the user message, before PROMPT")
@@ -80,17 +82,23 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return failed.fail(err)
 	}
 	defer a.Close()
-	// Approvals are asked on the controlling terminal even when stdin is
-	// piped (the prompt may come from it); without one, asks are denied.
-	var human permission.Answerer
+	// Approvals and questions (ask_user_question, exit_plan_mode) are
+	// asked on the controlling terminal even when stdin is piped (the
+	// prompt may come from it); without one nobody can answer, so asks are
+	// denied and questions fail at once (QUESTION_UNAVAILABLE): the host
+	// is headless, with no queue anyone could answer.
+	var (
+		human permission.Answerer
+		asker question.Asker
+	)
 	if t, closeTTY, err := permission.OpenTerminal(); err == nil {
 		defer closeTTY()
-		human = t
+		human, asker = t, question.Terminal{Term: t}
 	}
 	// dsh run is a thin driver over the session host: it holds the
 	// session (and its lease) until the run is over, and Close flushes
 	// the log and releases the lease.
-	h, err := host.New(host.Config{App: a, Holder: "dsh run", IdleAfter: -1, Human: human})
+	h, err := host.New(host.Config{App: a, Holder: "dsh run", IdleAfter: -1, Human: human, Asker: asker, Headless: human == nil})
 	if err != nil {
 		return failed.fail(err)
 	}
@@ -98,10 +106,10 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	var info host.Info
 	if *resume != "" || *cont {
 		info, err = h.Resume(ctx, host.ResumeRequest{ID: *resume, Continue: *cont, Cwd: *cwd, Model: *model, Effort: *effort,
-			Permission: *perm, Approval: *approval, AgentPreset: *preset})
+			Permission: *perm, Approval: *approval, AgentPreset: *preset, PlanMode: *planMode})
 	} else {
 		info, err = h.Create(ctx, host.CreateRequest{Cwd: *cwd, Model: *model, Effort: *effort,
-			Permission: *perm, Approval: *approval, AgentPreset: *preset})
+			Permission: *perm, Approval: *approval, AgentPreset: *preset, PlanMode: *planMode})
 	}
 	if err != nil {
 		return failed.fail(resumeError(*resume, err))

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 func sessionsCmd(ctx context.Context, args []string, stdio IO) int {
@@ -131,6 +133,18 @@ func Transcript(h session.Header, events []session.Event) string {
 				}
 			}
 			fmt.Fprintf(&b, "[%s %s] %s\n", p.Name, status, indent(blocksText(p.Content)))
+		case session.TypePlanMode:
+			var p question.PlanMode
+			_ = e.Decode(&p)
+			state := "off"
+			if p.Active {
+				state = "on"
+			}
+			fmt.Fprintf(&b, "[plan mode] %s (%s)\n", state, p.Source)
+		case session.TypeQuestionAnswer:
+			var p question.Answered
+			_ = e.Decode(&p)
+			b.WriteString(questionLine(p))
 		case session.TypeCompactionStart:
 			b.WriteString("[compaction] started\n")
 		case session.TypeCompactionSummary:
@@ -257,4 +271,35 @@ func sessionsTree(ctx context.Context, args []string, stdio IO) int {
 	}
 	fmt.Fprintf(stdio.Stdout, "%s\n%s", id, catalog.FormatTree(rows))
 	return ExitOK
+}
+
+// questionLine renders a question/answer (the question itself is in the
+// tool call above it).
+func questionLine(p question.Answered) string {
+	switch {
+	case p.Status != question.StatusAnswered:
+		return "[answer] " + p.Status + "\n"
+	case p.Approved != nil && *p.Approved:
+		return "[answer] plan approved" + feedbackText(p.Feedback) + "\n"
+	case p.Approved != nil:
+		return "[answer] keep planning" + feedbackText(p.Feedback) + "\n"
+	}
+	ids := make([]string, 0, len(p.Answers))
+	for id := range p.Answers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	b.WriteString("[answer]")
+	for _, id := range ids {
+		fmt.Fprintf(&b, " %s: %s;", id, strings.Join(p.Answers[id], ", "))
+	}
+	return strings.TrimSuffix(b.String(), ";") + "\n"
+}
+
+func feedbackText(f string) string {
+	if f == "" {
+		return ""
+	}
+	return ": " + f
 }

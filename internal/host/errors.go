@@ -6,19 +6,26 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/store"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // Stable error codes of the host; the server maps them to HTTP statuses.
 const (
-	CodeSessionNotFound      = "SESSION_NOT_FOUND"
-	CodeSessionAmbiguous     = "SESSION_AMBIGUOUS"
-	CodeSessionBusy          = "SESSION_BUSY"
-	CodeApprovalNotPending   = "APPROVAL_NOT_PENDING"
-	CodeApprovalNotFound     = "APPROVAL_NOT_FOUND"
-	CodeInvalidArgument      = "INVALID_ARGUMENT"
-	CodeHostClosed           = "HOST_CLOSED"
-	CodeWorkspaceNotFound    = "WORKSPACE_NOT_FOUND"
-	CodeWorkspaceInvalidPath = "WORKSPACE_INVALID_PATH"
+	CodeSessionNotFound    = "SESSION_NOT_FOUND"
+	CodeSessionAmbiguous   = "SESSION_AMBIGUOUS"
+	CodeSessionBusy        = "SESSION_BUSY"
+	CodeApprovalNotPending = "APPROVAL_NOT_PENDING"
+	CodeApprovalNotFound   = "APPROVAL_NOT_FOUND"
+	// Questions (ask_user_question, exit_plan_mode): the question was
+	// answered or cancelled already, was never asked, or the answer does
+	// not fit it.
+	CodeQuestionNotPending    = "QUESTION_NOT_PENDING"
+	CodeQuestionNotFound      = "QUESTION_NOT_FOUND"
+	CodeQuestionInvalidAnswer = question.CodeInvalidAnswer
+	CodeInvalidArgument       = "INVALID_ARGUMENT"
+	CodeHostClosed            = "HOST_CLOSED"
+	CodeWorkspaceNotFound     = "WORKSPACE_NOT_FOUND"
+	CodeWorkspaceInvalidPath  = "WORKSPACE_INVALID_PATH"
 	// CodeFeedOverflow ends a feed subscriber that fell too far behind.
 	CodeFeedOverflow = "FEED_OVERFLOW"
 	// CodeInternal is any other failure (a store error, a log write).

@@ -13,6 +13,13 @@ const (
 	FeedSessionRemoved   = "session/removed"
 	FeedApprovalPending  = "approval/pending"
 	FeedApprovalResolved = "approval/resolved"
+	// FeedQuestion carries a pending question (Question);
+	// FeedQuestionResolved its end (ID, and Status "answered" or
+	// "cancelled").
+	FeedQuestion         = "question"
+	FeedQuestionResolved = "question-resolved"
+	// FeedPlanMode says a session's plan mode changed (Active).
+	FeedPlanMode         = "plan-mode"
 	FeedWorkspaceChanged = "workspace/changed"
 	FeedWorkspaceRemoved = "workspace/removed"
 	FeedWorkspaceOrder   = "workspace/order"
@@ -20,14 +27,19 @@ const (
 
 // FeedEvent is one change a client of many sessions watches.
 type FeedEvent struct {
-	Type        string    `json:"type"`
-	SessionID   string    `json:"sessionId,omitempty"`
-	Status      Status    `json:"status,omitempty"`
-	Info        *Info     `json:"session,omitempty"`
-	Approval    *Approval `json:"approval,omitempty"`
-	ApprovalID  string    `json:"approvalId,omitempty"`
-	Outcome     string    `json:"outcome,omitempty"`
-	WorkspaceID string    `json:"workspaceId,omitempty"`
+	Type       string    `json:"type"`
+	SessionID  string    `json:"sessionId,omitempty"`
+	Status     Status    `json:"status,omitempty"`
+	Info       *Info     `json:"session,omitempty"`
+	Approval   *Approval `json:"approval,omitempty"`
+	ApprovalID string    `json:"approvalId,omitempty"`
+	Outcome    string    `json:"outcome,omitempty"`
+	Question   *Question `json:"question,omitempty"`
+	// ID is the question id of question-resolved.
+	ID string `json:"id,omitempty"`
+	// Active is the new plan mode of plan-mode.
+	Active      *bool  `json:"active,omitempty"`
+	WorkspaceID string `json:"workspaceId,omitempty"`
 }
 
 // FeedBuffer is how many undelivered events a subscriber may have before

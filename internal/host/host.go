@@ -22,6 +22,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // DefaultIdleAfter is how long a live session stays open with nothing to
@@ -47,6 +48,15 @@ type Config struct {
 	// Human, when set, answers every approval the host's sessions ask
 	// (dsh run's terminal) instead of the host's approval queue.
 	Human permission.Answerer
+	// Asker, when set, answers every question the host's sessions ask
+	// (ask_user_question, exit_plan_mode: dsh run's terminal) instead of
+	// the host's question queue.
+	Asker question.Asker
+	// Headless means no client will ever answer: sessions get neither the
+	// approval nor the question queue, so an ask that no Human, reviewer
+	// or hook decides is unavailable at once (dsh run without a
+	// terminal), as with CreateRequest.Headless.
+	Headless bool
 }
 
 // Host owns the live sessions of a process. Its methods are safe for
@@ -61,11 +71,12 @@ type Host struct {
 	wg sync.WaitGroup
 
 	mu        sync.Mutex
-	closed    bool                     // guarded by mu
-	live      map[string]*entry        // guarded by mu; by session id
-	opening   map[string]chan struct{} // guarded by mu; resumes in flight
-	liveGen   chan struct{}            // guarded by mu; closed and replaced when live changes
-	approvals map[string]*pending      // guarded by mu; by approval id
+	closed    bool                        // guarded by mu
+	live      map[string]*entry           // guarded by mu; by session id
+	opening   map[string]chan struct{}    // guarded by mu; resumes in flight
+	liveGen   chan struct{}               // guarded by mu; closed and replaced when live changes
+	approvals map[string]*pending         // guarded by mu; by approval id
+	questions map[string]*pendingQuestion // guarded by mu; by question id
 
 	feeds feedHub
 }
@@ -109,7 +120,7 @@ func New(cfg Config) (*Host, error) {
 	return &Host{
 		cfg: cfg, app: cfg.App, base: base, stop: stop,
 		live: map[string]*entry{}, opening: map[string]chan struct{}{}, liveGen: make(chan struct{}),
-		approvals: map[string]*pending{},
+		approvals: map[string]*pending{}, questions: map[string]*pendingQuestion{},
 	}, nil
 }
 
@@ -209,14 +220,20 @@ func (h *Host) resolve(ctx context.Context, id string) (string, error) {
 }
 
 // sessionOptions are the wiring choices of a session the host opens.
-func (h *Host) sessionOptions(o app.SessionOptions) (app.SessionOptions, *answerer) {
+func (h *Host) sessionOptions(o app.SessionOptions, headless bool) (app.SessionOptions, *answerer) {
 	o.Holder = h.cfg.Holder
-	if h.cfg.Human != nil {
-		o.Human = h.cfg.Human
+	o.Human, o.Asker = h.cfg.Human, h.cfg.Asker
+	if headless || h.cfg.Headless || (o.Human != nil && o.Asker != nil) {
 		return o, nil
 	}
+	// The host's queues answer what the configured answerers do not.
 	ans := &answerer{h: h}
-	o.Human = ans
+	if o.Human == nil {
+		o.Human = ans
+	}
+	if o.Asker == nil {
+		o.Asker = ans
+	}
 	return o, ans
 }
 
@@ -262,7 +279,7 @@ func (h *Host) ensureLive(ctx context.Context, id string, o app.SessionOptions) 
 // killed holder left open) and starts its owner.
 func (h *Host) resume(ctx context.Context, id string, o app.SessionOptions) (*entry, error) {
 	o.ResumeID = id
-	o, ans := h.sessionOptions(o)
+	o, ans := h.sessionOptions(o, false)
 	sess, err := h.app.OpenSession(ctx, o)
 	if err != nil {
 		return nil, classify(err)
@@ -290,6 +307,12 @@ func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 	}
 	sess.Log.Observe(func(ev session.Event) {
 		switch ev.Type {
+		case session.TypePlanMode:
+			var p question.PlanMode
+			if ev.Decode(&p) == nil {
+				h.Publish(FeedEvent{Type: FeedPlanMode, SessionID: id, Active: &p.Active})
+			}
+			return
 		case session.TypeTurnStart:
 			e.mu.Lock()
 			e.inTurn = true
@@ -331,7 +354,10 @@ func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 // which disposes it.
 func (h *Host) own(e *entry) {
 	defer close(e.owned)
-	err := e.sess.Agent.Serve(e.ctx, func(out agent.Outcome) { e.runDone(out) })
+	err := e.sess.Agent.Serve(e.ctx, func(out agent.Outcome) {
+		e.settlePlanMode()
+		e.runDone(out)
+	})
 	if e.ctx.Err() != nil {
 		return
 	}

@@ -45,8 +45,13 @@ type Info struct {
 	Usage     llm.Usage      `json:"usage"`
 	Context   *ContextUse    `json:"context,omitempty"`
 	Pending   []Approval     `json:"pendingApprovals,omitempty"`
-	ParentID  string         `json:"parentId,omitempty"`
-	Child     bool           `json:"child"`
+	// PendingQuestions are the live session's questions waiting for a
+	// person.
+	PendingQuestions []Question `json:"pendingQuestions,omitempty"`
+	// PlanMode reports whether the session is in plan mode.
+	PlanMode bool   `json:"planMode"`
+	ParentID string `json:"parentId,omitempty"`
+	Child    bool   `json:"child"`
 }
 
 // ListFilter selects sessions for List.
@@ -96,6 +101,14 @@ func (h *Host) status(e *entry) Status {
 			break
 		}
 	}
+	// A question waits for a person as an approval does: the session
+	// reports awaiting-approval for both.
+	for _, q := range h.questions {
+		if waiting {
+			break
+		}
+		waiting = q.SessionID == e.id
+	}
 	h.mu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -140,6 +153,8 @@ func (h *Host) overlay(in *Info, e *entry, detail bool) {
 	in.Live = true
 	in.Status = h.status(e)
 	in.Pending = h.Approvals(e.id)
+	in.PendingQuestions = h.Questions(e.id)
+	in.PlanMode = e.sess.PlanMode()
 	// The stored summary says running for any leased session; the live
 	// session knows better.
 	e.mu.Lock()
@@ -249,6 +264,7 @@ func (h *Host) info(ctx context.Context, id string) (Info, error) {
 	for _, ev := range events {
 		us, ps = usage.Apply(us, ev), pressure.Apply(ps, ev)
 	}
+	in.PlanMode = planModeOf(events)
 	if u, ok := us.(projection.TokenUsage); ok {
 		in.Usage = u.Total
 	}

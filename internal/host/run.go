@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/subagent"
+	"github.com/dsh-dev/dsh/internal/tools/question"
 )
 
 // CreateRequest describes a new session; "" fields take the profile's
@@ -31,10 +32,14 @@ type CreateRequest struct {
 	// Origin marks a session an automation started (a schedule, a
 	// webhook); it goes into the header. Drivers set it, clients cannot.
 	Origin *Origin `json:"-"`
-	// Headless opens the session without the host's approval queue:
-	// nobody is there to answer, so an ask no reviewer or hook decides is
-	// unavailable at once instead of waiting for a client (automation).
+	// Headless opens the session without the host's approval and question
+	// queues: nobody is there to answer, so an ask no reviewer or hook
+	// decides is unavailable at once instead of waiting for a client
+	// (automation), and a question fails with QUESTION_UNAVAILABLE.
 	Headless bool `json:"-"`
+	// PlanMode starts the session in plan mode (logged plan/mode before
+	// the first turn).
+	PlanMode bool `json:"planMode,omitempty"`
 }
 
 // Origin is the kind and details of an automated session's origin.
@@ -52,13 +57,10 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 	o, ans := h.sessionOptions(app.SessionOptions{
 		Cwd: r.Cwd, Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
 		MCPServers: r.MCPServers,
-	})
+	}, r.Headless)
 	if r.Origin != nil {
 		info := r.Origin.Info
 		o.Origin, o.OriginInfo = r.Origin.Kind, &info
-	}
-	if r.Headless && h.cfg.Human == nil {
-		o.Human, ans = nil, nil
 	}
 	sess, err := h.app.OpenSession(ctx, o)
 	if err != nil {
@@ -79,6 +81,11 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 	e, err := h.start(sess, ans)
 	if err != nil {
 		return Info{}, err
+	}
+	if r.PlanMode {
+		if err := h.SetPlanMode(ctx, e.id, true); err != nil {
+			return Info{}, err
+		}
 	}
 	return h.info(ctx, e.id)
 }
@@ -101,6 +108,9 @@ type ResumeRequest struct {
 	// MCPServers are MCP servers for this session only while it is open
 	// (ignored when it is already live).
 	MCPServers []mcp.ServerConfig
+	// PlanMode turns plan mode on (a session already in plan mode stays
+	// in it; false changes nothing).
+	PlanMode bool
 }
 
 // Resume opens a stored session live (taking its lease: SESSION_BUSY when
@@ -128,6 +138,11 @@ func (h *Host) Resume(ctx context.Context, r ResumeRequest) (Info, error) {
 	})
 	if err != nil {
 		return Info{}, err
+	}
+	if r.PlanMode {
+		if err := h.SetPlanMode(ctx, e.id, true); err != nil {
+			return Info{}, err
+		}
 	}
 	return h.info(ctx, e.id)
 }
@@ -384,6 +399,13 @@ func (h *Host) Fork(ctx context.Context, id string) (Info, error) {
 	}
 	if nt, ns := e.sess.Agent.Pending(); nt+ns > 0 {
 		if err := e.sess.Agent.Cancel("user", false); err != nil {
+			return Info{}, classify(err)
+		}
+	}
+	// Plan mode set while the parent was idle comes after its last
+	// turn/end, outside the seed: the fork takes the parent's mode.
+	if on := planModeOf(events); on != planModeOf(seed) {
+		if err := e.sess.SetPlanMode(on, question.SourceUser); err != nil {
 			return Info{}, classify(err)
 		}
 	}

@@ -58,6 +58,9 @@ type BashConfiner struct {
 	// commands may connect to, in every confined mode.
 	UnixSockets []string
 	Grants      *Grants
+	// PlanMode, when it reports true, clamps every command to the
+	// read-only sandbox and ignores escalation grants (see Config).
+	PlanMode func() bool
 
 	mu     sync.Mutex
 	logged *SandboxBackend // guarded by mu; the last sandbox/backend on the log
@@ -71,10 +74,16 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 	if ws == "" {
 		ws = c.Cwd
 	}
-	p := policyFor(b.Defaults.Current(b.Log).Mode, ws, b.WritableRoots, false)
+	mode := b.Defaults.Current(b.Log).Mode
+	if b.planMode() {
+		mode = sandbox.ReadOnly
+	}
+	p := policyFor(mode, ws, b.WritableRoots, false)
 	p.UnixSockets = slices.Clone(b.UnixSockets)
 	return p
 }
+
+func (b *BashConfiner) planMode() bool { return b.PlanMode != nil && b.PlanMode() }
 
 func policyFor(mode sandbox.Mode, ws string, roots []string, network bool) sandbox.Policy {
 	p := sandbox.Policy{Mode: mode, Workspace: ws, Network: network || mode == sandbox.DangerFullAccess}
@@ -91,7 +100,7 @@ func policyFor(mode sandbox.Mode, ws string, roots []string, network bool) sandb
 // runs unconfined because the sandbox failed.
 func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, error) {
 	p := b.Policy(c)
-	if g, ok := b.Grants.take(c.ID); ok && approvedOnLog(b.Log.Events(), c.ID) {
+	if g, ok := b.Grants.take(c.ID); ok && !b.planMode() && approvedOnLog(b.Log.Events(), c.ID) {
 		if g.Mode.Rank() > p.Mode.Rank() {
 			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
 			p.UnixSockets = slices.Clone(b.UnixSockets)

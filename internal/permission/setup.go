@@ -28,6 +28,10 @@ type Config struct {
 	Rules []Rule
 	// Human answers asks (a Terminal); nil when no one is attached.
 	Human Answerer
+	// PlanMode, when it reports true, clamps bash commands and the write
+	// fence to the read-only sandbox whatever the session's mode (plan
+	// mode: the model may look but not change). Nil means never.
+	PlanMode func() bool
 	// Reviewer answers asks under preset auto. A copy is used, with Log
 	// and Fallback (Human) filled in when unset.
 	Reviewer *AutoReviewer
@@ -63,7 +67,7 @@ func New(cfg Config) (*Session, error) {
 		s.Rules = r
 	}
 	s.Confiner = &BashConfiner{Sandbox: cfg.Sandbox, Log: cfg.Log, Defaults: cfg.Defaults,
-		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants}
+		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants, PlanMode: cfg.PlanMode}
 	s.Escalation = &Escalation{Log: cfg.Log, Defaults: cfg.Defaults, Grants: s.Grants}
 	s.Approvals = &Service{Log: cfg.Log, State: s.State, Human: cfg.Human}
 	if cfg.Reviewer != nil {

@@ -104,6 +104,42 @@ func (t *Terminal) Answer(ctx context.Context, q Question) (Verdict, error) {
 	}
 }
 
+// Converse holds the terminal for fn, as an approval ask does: asks wait
+// until fn returns. fn's read shows prompt and reads one line; it fails
+// when the input closed or ctx ended (the question tools put their forms
+// on dsh run's terminal this way).
+func (t *Terminal) Converse(ctx context.Context, fn func(read func(prompt string) (string, error)) error) error {
+	select {
+	case t.sem <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-t.sem }()
+	t.once.Do(func() { go t.readLoop() })
+	read := func(prompt string) (string, error) {
+		req := &readReq{reply: make(chan readResult, 1)}
+		select {
+		case <-t.reqs: // a cancelled read's request (the terminal is held)
+		default:
+		}
+		t.reqs <- req
+		t.write(prompt)
+		select {
+		case r := <-req.reply:
+			if r.err != nil {
+				t.write("\n(no answer: input closed)\n")
+				return "", fmt.Errorf("the terminal input closed: %w", r.err)
+			}
+			return r.line, nil
+		case <-ctx.Done():
+			req.abandoned.Store(true)
+			t.write("\n(cancelled)\n")
+			return "", context.Cause(ctx)
+		}
+	}
+	return fn(read)
+}
+
 // readLoop reads one line per request. After end of input (or a read
 // error) every request gets that error at once.
 func (t *Terminal) readLoop() {

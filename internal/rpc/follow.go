@@ -19,6 +19,9 @@ func (s *server) follow(ctx context.Context, id string, after int64) {
 	for _, a := range s.h.Approvals(id) {
 		_ = s.conn.Notify("approval/requested", map[string]any{"approval": a})
 	}
+	for _, q := range s.h.Questions(id) {
+		_ = s.conn.Notify("question/requested", map[string]any{"question": q})
+	}
 	// Once the follower ends, nobody waits for its notifications.
 	defer s.noteEmitted(id, math.MaxInt64)
 	st, err := s.h.Follow(ctx, id, after)

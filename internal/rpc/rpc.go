@@ -160,6 +160,8 @@ func (s *server) onRequest(_ context.Context, method string, params json.RawMess
 		return s.events(ctx, params)
 	case "approval/respond":
 		return s.respond(ctx, params)
+	case "question/respond":
+		return s.respondQuestion(ctx, params)
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method}
 }
@@ -412,6 +414,23 @@ func (s *server) respond(ctx context.Context, params json.RawMessage) (any, *jso
 	return map[string]any{}, nil
 }
 
+// respondQuestion answers a pending question (ask_user_question,
+// exit_plan_mode): {sessionId, questionId, answers?, approve?, feedback?}.
+func (s *server) respondQuestion(ctx context.Context, params json.RawMessage) (any, *jsonrpc.Error) {
+	var p struct {
+		SessionID  string `json:"sessionId"`
+		QuestionID string `json:"questionId"`
+		host.QuestionAnswer
+	}
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	if err := s.h.AnswerQuestion(ctx, p.SessionID, p.QuestionID, p.QuestionAnswer); err != nil {
+		return nil, hostError(err)
+	}
+	return map[string]any{}, nil
+}
+
 // watchFeed forwards status changes and approvals of the connection's
 // sessions.
 func (s *server) watchFeed(feed *host.Feed) {
@@ -440,6 +459,10 @@ func (s *server) watchFeed(feed *host.Feed) {
 				_ = s.conn.Notify("approval/requested", map[string]any{"approval": e.Approval})
 			case host.FeedApprovalResolved:
 				_ = s.conn.Notify("approval/resolved", map[string]any{"sessionId": e.SessionID, "approvalId": e.ApprovalID, "outcome": e.Outcome})
+			case host.FeedQuestion:
+				_ = s.conn.Notify("question/requested", map[string]any{"question": e.Question})
+			case host.FeedQuestionResolved:
+				_ = s.conn.Notify("question/resolved", map[string]any{"sessionId": e.SessionID, "questionId": e.ID, "status": e.Status})
 			}
 		}
 	}

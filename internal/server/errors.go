@@ -47,13 +47,16 @@ var statusOf = map[string]int{
 	CodeInternal:         http.StatusInternalServerError,
 
 	// internal/host
-	"SESSION_NOT_FOUND":    http.StatusNotFound,
-	"SESSION_AMBIGUOUS":    http.StatusConflict,
-	"SESSION_BUSY":         http.StatusConflict,
-	"APPROVAL_NOT_PENDING": http.StatusConflict,
-	"APPROVAL_NOT_FOUND":   http.StatusNotFound,
-	"HOST_CLOSED":          http.StatusServiceUnavailable,
-	"QUEUE_ITEM_NOT_FOUND": http.StatusNotFound,
+	"SESSION_NOT_FOUND":       http.StatusNotFound,
+	"SESSION_AMBIGUOUS":       http.StatusConflict,
+	"SESSION_BUSY":            http.StatusConflict,
+	"APPROVAL_NOT_PENDING":    http.StatusConflict,
+	"APPROVAL_NOT_FOUND":      http.StatusNotFound,
+	"HOST_CLOSED":             http.StatusServiceUnavailable,
+	"QUEUE_ITEM_NOT_FOUND":    http.StatusNotFound,
+	"QUESTION_NOT_PENDING":    http.StatusConflict,
+	"QUESTION_NOT_FOUND":      http.StatusNotFound,
+	"QUESTION_INVALID_ANSWER": http.StatusBadRequest,
 
 	// internal/workspace
 	"WORKSPACE_NOT_FOUND":     http.StatusNotFound,

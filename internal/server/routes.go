@@ -27,7 +27,12 @@ func (s *Server) routeTable() []Route {
 		{Method: "POST", Pattern: "/api/sessions/{id}/fork", handler: s.fork},
 		{Method: "GET", Pattern: "/api/sessions/{id}/export", handler: s.export},
 
+		{Method: "GET", Pattern: "/api/sessions/{id}/questions", handler: s.sessionQuestions},
+		{Method: "POST", Pattern: "/api/sessions/{id}/questions/{questionId}", handler: s.answerQuestion},
+		{Method: "POST", Pattern: "/api/sessions/{id}/plan", handler: s.setPlanMode},
+
 		{Method: "GET", Pattern: "/api/approvals", handler: s.approvals},
+		{Method: "GET", Pattern: "/api/questions", handler: s.questions},
 		{Method: "GET", Pattern: "/api/events", handler: s.feed},
 
 		{Method: "GET", Pattern: "/api/workspaces", handler: s.listWorkspaces},

@@ -153,6 +153,7 @@ type createRequest struct {
 	Approval    string `json:"approval"`
 	AgentPreset string `json:"agentPreset"`
 	Title       string `json:"title"`
+	PlanMode    bool   `json:"planMode"`
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +181,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	info, err := s.host.Create(r.Context(), host.CreateRequest{
 		Cwd: cwd, Model: req.Model, Effort: req.Effort, Permission: req.Permission,
-		Approval: req.Approval, AgentPreset: req.AgentPreset, Title: req.Title,
+		Approval: req.Approval, AgentPreset: req.AgentPreset, Title: req.Title, PlanMode: req.PlanMode,
 	})
 	if err != nil {
 		writeError(w, err)

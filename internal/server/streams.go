@@ -80,6 +80,9 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	for _, a := range s.host.Approvals("") {
 		initial = append(initial, host.FeedEvent{Type: host.FeedApprovalPending, SessionID: a.SessionID, Approval: &a})
 	}
+	for _, q := range s.host.Questions("") {
+		initial = append(initial, host.FeedEvent{Type: host.FeedQuestion, SessionID: q.SessionID, Question: &q})
+	}
 	list, err := s.host.List(ctx, host.ListFilter{IncludeChildren: true})
 	if err != nil {
 		writeError(w, err)

@@ -51,6 +51,11 @@ const (
 	TypeSubagentStart      = "subagent/start"
 	TypeSubagentEnd        = "subagent/end"
 	TypeSubagentDescriptor = "subagent/descriptor"
+
+	// Questions to the user and plan mode (internal/tools/question).
+	TypeQuestionAsk    = "question/ask"
+	TypeQuestionAnswer = "question/answer"
+	TypePlanMode       = "plan/mode"
 )
 
 // knownTypes lists every event type this build understands. A stored
@@ -66,7 +71,7 @@ var knownTypes = map[string]bool{
 	TypeSandboxMode: true, TypeSandboxBackend: true, TypeApprovalPolicy: true,
 	TypeApprovalAsked: true, TypeApprovalDecided: true, TypePermissionPreset: true,
 	TypeSubagentStart: true, TypeSubagentEnd: true, TypeSubagentDescriptor: true,
-	TypeTitle: true,
+	TypeTitle: true, TypeQuestionAsk: true, TypeQuestionAnswer: true, TypePlanMode: true,
 }
 
 // IsKnownType reports whether this build understands event type t.

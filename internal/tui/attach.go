@@ -209,6 +209,22 @@ func (b *attachBackend) Approvals(ctx context.Context) ([]host.Approval, error) 
 	return out.Approvals, err
 }
 
+func (b *attachBackend) Questions(ctx context.Context) ([]host.Question, error) {
+	var out struct {
+		Questions []host.Question `json:"questions"`
+	}
+	err := b.call(ctx, "GET", "/api/questions", nil, nil, &out)
+	return out.Questions, err
+}
+
+func (b *attachBackend) AnswerQuestion(ctx context.Context, id, questionID string, a host.QuestionAnswer) error {
+	return b.call(ctx, "POST", sessionPath(id, "/questions/"+url.PathEscape(questionID)), nil, a, nil)
+}
+
+func (b *attachBackend) SetPlanMode(ctx context.Context, id string, active bool) error {
+	return b.call(ctx, "POST", sessionPath(id, "/plan"), nil, map[string]bool{"active": active}, nil)
+}
+
 func (b *attachBackend) Tree(ctx context.Context, id string) ([]catalog.Row, error) {
 	var out struct {
 		Rows []catalog.Row `json:"rows"`

@@ -39,6 +39,12 @@ type Backend interface {
 	Cancel(ctx context.Context, id string) error
 	// Answer answers a pending approval.
 	Answer(ctx context.Context, id, approvalID string, a host.Answer) error
+	// Questions lists the pending questions and plans of every session.
+	Questions(ctx context.Context) ([]host.Question, error)
+	// AnswerQuestion answers a pending question or plan.
+	AnswerQuestion(ctx context.Context, id, questionID string, a host.QuestionAnswer) error
+	// SetPlanMode puts a session in plan mode or takes it out.
+	SetPlanMode(ctx context.Context, id string, active bool) error
 	// Tree lists the subagent descendants of a session.
 	Tree(ctx context.Context, id string) ([]catalog.Row, error)
 	// List lists stored top-level sessions; cwd "" lists every directory's.
@@ -158,6 +164,18 @@ func (b *hostBackend) Cancel(ctx context.Context, id string) error { return b.h.
 
 func (b *hostBackend) Answer(ctx context.Context, id, approvalID string, a host.Answer) error {
 	return b.h.Answer(ctx, id, approvalID, a)
+}
+
+func (b *hostBackend) Questions(context.Context) ([]host.Question, error) {
+	return b.h.Questions(""), nil
+}
+
+func (b *hostBackend) AnswerQuestion(ctx context.Context, id, questionID string, a host.QuestionAnswer) error {
+	return b.h.AnswerQuestion(ctx, id, questionID, a)
+}
+
+func (b *hostBackend) SetPlanMode(ctx context.Context, id string, active bool) error {
+	return b.h.SetPlanMode(ctx, id, active)
 }
 
 func (b *hostBackend) Tree(ctx context.Context, id string) ([]catalog.Row, error) {

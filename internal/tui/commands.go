@@ -24,6 +24,7 @@ var commands = []slashCommand{
 	{"effort", "off|low|high|max", "switch the reasoning effort"},
 	{"permission", "PRESET", "switch the permission preset (read-only, workspace-write, auto, full-access)"},
 	{"compact", "", "summarise the conversation to free context"},
+	{"plan", "[on|off]", "toggle plan mode: the agent plans, writes nothing, and asks you to approve its plan"},
 	{"new", "", "start a new session in this directory"},
 	{"sessions", "", "pick a stored session (tab: this directory / all; type to search)"},
 	{"resume", "ID", "open a stored session"},
@@ -57,6 +58,8 @@ func (m *model) command(line string) tea.Cmd {
 			s, err := b.Compact(ctx, id)
 			return doneMsg{notice: s, err: err}
 		})
+	case "plan":
+		return m.togglePlan(arg)
 	case "new":
 		r := OpenRequest{Cwd: m.o.Cwd, Model: m.o.Open.Model, Effort: m.o.Open.Effort, Permission: m.o.Open.Permission}
 		return m.switchTo(r)
@@ -105,7 +108,9 @@ func (m *model) helpText() string {
   while a turn runs: enter queues (up takes the last back) · ctrl+s steers the turn
   esc or ctrl+c cancels the turn · ctrl+c twice or ctrl+d exits · ctrl+o expands reasoning
   approval: y allow once · a allow the same bash command for the session · n deny
-            e deny with feedback · enter takes the focused choice (deny first)`)
+            e deny with feedback · enter takes the focused choice (deny first)
+  question: ↑↓ move · 1-9 choose · space toggles (multi-select) · type on Other · enter next
+  plan:     y approve · n keep planning with feedback · ↑↓ scroll`)
 	return b.String()
 }
 
@@ -190,9 +195,9 @@ func (m *model) onSwitch(msg switchMsg) tea.Cmd {
 	m.id, m.stream = msg.info.Header.ID, own(m.ctx, streamer[session.Event](msg.stream))
 	m.st = newState()
 	m.kin = map[string]bool{m.id: true}
-	m.approvals, m.overlay = nil, nil
+	m.approvals, m.overlay, m.questions, m.asking = nil, nil, nil, nil
 	m.say(bNotice, "── session "+m.id+" ──")
-	return tea.Batch(m.flush(), m.waitEvents(), m.loadApprovals())
+	return tea.Batch(m.flush(), m.waitEvents(), m.loadApprovals(), m.loadQuestions())
 }
 
 func (m *model) export(path string) tea.Cmd {

@@ -33,6 +33,9 @@ func (m *model) onKey(k tea.KeyPressMsg) tea.Cmd {
 	if len(m.approvals) > 0 {
 		return m.approvalKey(k)
 	}
+	if m.asking != nil {
+		return m.questionKey(k)
+	}
 	if m.overlay != nil {
 		return m.overlayKey(k)
 	}
@@ -94,7 +97,7 @@ func (m *model) interrupt() tea.Cmd {
 	m.ctrlCAt = now
 	m.hint = hintExit
 	switch {
-	case m.st.running || len(m.approvals) > 0:
+	case m.st.running || len(m.approvals) > 0 || m.asking != nil:
 		return m.cancelTurn()
 	case m.overlay != nil:
 		m.overlay = nil
@@ -247,6 +250,9 @@ func (m *model) historyDown() tea.Cmd {
 // terminal pastes for a dropped file) becomes an @path the message
 // attaches when it is sent.
 func (m *model) onPaste(p tea.PasteMsg) tea.Cmd {
+	if len(m.approvals) == 0 && m.asking != nil {
+		return m.pasteAnswer(p)
+	}
 	if m.feedback != nil {
 		var cmd tea.Cmd
 		*m.feedback, cmd = m.feedback.Update(p)

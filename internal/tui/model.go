@@ -107,6 +107,10 @@ type model struct {
 	approvals []host.Approval
 	denyFocus bool
 	feedback  *textarea.Model
+	// questions are the pending questions and plans of the kin sessions,
+	// oldest first; asking is the panel of the first.
+	questions []host.Question
+	asking    *asking
 
 	composer textarea.Model
 	history  []string
@@ -177,7 +181,7 @@ func newComposer() textarea.Model {
 
 // Init starts reading the log and the feed.
 func (m *model) Init() tea.Cmd {
-	return tea.Batch(append([]tea.Cmd{m.waitEvents(), m.waitFeed(), m.loadApprovals(), m.tick()}, m.startCmds...)...)
+	return tea.Batch(append([]tea.Cmd{m.waitEvents(), m.waitFeed(), m.loadApprovals(), m.loadQuestions(), m.tick()}, m.startCmds...)...)
 }
 
 func (m *model) waitEvents() tea.Cmd {
@@ -306,6 +310,11 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.addApproval(a)
 		}
 		return m, nil
+	case questionsMsg:
+		for _, q := range msg.list {
+			m.addQuestion(q)
+		}
+		return m, m.focusQuestion()
 	case tickMsg:
 		m.ticking = false
 		return m, m.tick()
@@ -387,6 +396,12 @@ func (m *model) onFeed(msg feedMsg) tea.Cmd {
 			}
 		case host.FeedApprovalResolved:
 			m.dropApproval(e.ApprovalID)
+		case host.FeedQuestion:
+			if e.Question != nil {
+				m.addQuestion(*e.Question)
+			}
+		case host.FeedQuestionResolved:
+			m.dropQuestion(e.ID)
 		}
 	}
 	if msg.err != nil {
@@ -406,10 +421,10 @@ func (m *model) onFeed(msg feedMsg) tea.Cmd {
 			m.say(bError, "the host feed: "+err.Error())
 			return m.flush()
 		}
-		m.feed, m.approvals = own(m.ctx, streamer[host.FeedEvent](f)), nil
-		return tea.Batch(m.waitFeed(), m.loadApprovals())
+		m.feed, m.approvals, m.questions, m.asking = own(m.ctx, streamer[host.FeedEvent](f)), nil, nil, nil
+		return tea.Batch(m.waitFeed(), m.loadApprovals(), m.loadQuestions())
 	}
-	return m.waitFeed()
+	return tea.Batch(m.waitFeed(), m.focusQuestion())
 }
 
 func (m *model) addApproval(a host.Approval) {

@@ -38,6 +38,14 @@ type fakeBackend struct {
 	events   map[string][]session.Event
 	reopens  []OpenRequest
 	queueOps []string
+	pending  []host.Question
+	qanswers []qanswer
+	plans    []bool
+}
+
+type qanswer struct {
+	id string
+	a  host.QuestionAnswer
 }
 
 type sent struct {
@@ -70,6 +78,15 @@ func (f *fakeBackend) UpdateQueue(_ context.Context, _, messageID, op string) er
 }
 func (f *fakeBackend) Answer(_ context.Context, _, _ string, a host.Answer) error {
 	f.answers = append(f.answers, a)
+	return nil
+}
+func (f *fakeBackend) Questions(context.Context) ([]host.Question, error) { return f.pending, nil }
+func (f *fakeBackend) AnswerQuestion(_ context.Context, _, id string, a host.QuestionAnswer) error {
+	f.qanswers = append(f.qanswers, qanswer{id, a})
+	return nil
+}
+func (f *fakeBackend) SetPlanMode(_ context.Context, _ string, active bool) error {
+	f.plans = append(f.plans, active)
 	return nil
 }
 func (f *fakeBackend) Tree(context.Context, string) ([]catalog.Row, error) { return f.rows, nil }
@@ -134,7 +151,7 @@ func (h *harness) run(cmd tea.Cmd) {
 		for _, c := range msg {
 			h.run(c)
 		}
-	case doneMsg, overlayMsg, approvalsMsg, reopenedMsg, unqueuedMsg:
+	case doneMsg, overlayMsg, approvalsMsg, questionsMsg, reopenedMsg, unqueuedMsg:
 		h.send(msg)
 	}
 }

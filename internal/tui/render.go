@@ -64,6 +64,14 @@ func (t theme) renderBlock(b block, width int, expand bool) string {
 		return indent(t.bad.Render(b.text), width, t.bad.Render("! "), "  ")
 	case bCompaction:
 		return t.dim.Render(cut("≡ "+b.text, width))
+	case bAnswer:
+		return t.answerBlock(b, width)
+	case bPlanMode:
+		mark := t.dim.Render("◇ ")
+		if b.ok {
+			mark = t.accent.Render("◇ ")
+		}
+		return indent(t.dim.Render(b.text), width, mark, "  ")
 	}
 	return ""
 }

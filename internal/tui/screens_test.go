@@ -106,6 +106,34 @@ func TestCaptureScreens(t *testing.T) {
 		tm.waitFor("(read-only)")
 		save("child-transcript", tm.screen())
 	})
+	t.Run("questions", func(t *testing.T) {
+		tm := newTerm(t)
+		tm.srv.Enqueue(
+			llmtest.Response{Text: "Two choices before I start.", ToolCalls: []llmtest.ToolCall{askCall(
+				map[string]any{"id": "db", "header": "Database", "question": "Which database should the service use?", "options": opts("Postgres", "SQLite")},
+				map[string]any{"id": "checks", "header": "Checks", "question": "Which checks should CI run?", "multi_select": true, "options": opts("Unit tests", "Race detector", "Linters")})}},
+			llmtest.Response{Text: "Noted. Planning next.", ToolCalls: []llmtest.ToolCall{planCall("## Plan\n\n1. Add `internal/store/sqlite` tables for the service.\n2. Wire **unit tests** and linters into CI.\n3. Document the setup in the README.\n\n- Nothing else changes.")}},
+			llmtest.Response{Text: "Plan approved; starting."},
+		)
+		tm.start(100, 34, "tui")
+		tm.waitFor("/help for commands")
+		tm.typeLine("/plan")
+		tm.waitFor("plan mode on")
+		tm.typeLine("set up the service")
+		tm.waitFor("dsh asks")
+		save("question", tm.screen())
+		tm.keys("2")
+		tm.waitFor("Which checks should CI run?")
+		tm.keys("Space", "Down", "Down", "Space")
+		tm.waitFor("[x] 3. Linters")
+		save("question-multi", tm.screen())
+		tm.keys("Enter")
+		tm.waitFor("Plan ready for review")
+		save("plan", tm.screen())
+		tm.keys("y")
+		tm.waitFor("Plan approved; starting.")
+		save("plan-approved", tm.waitScreen("the turn to end", func(s string) bool { return !strings.Contains(s, "working") }))
+	})
 	t.Run("narrow", func(t *testing.T) {
 		tm := newTerm(t)
 		tm.srv.Enqueue(llmtest.Response{Text: answer}, llmtest.Response{Text: answer})

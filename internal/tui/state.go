@@ -45,6 +45,14 @@ type state struct {
 	// queue is the next-turn inbox: messages sent while a turn ran,
 	// waiting for the next one.
 	queue []llm.Message
+	// questions holds the question/ask payloads not answered yet, by
+	// question id; askCalls the calls that asked one (their tool rows
+	// give way to the answer's block).
+	questions map[string]questionAsked
+	askCalls  map[string]bool
+	// planMode is what the log's latest plan/mode says; planKnown is set
+	// once one was read (or the host said so at open).
+	planMode, planKnown bool
 	// lastSeq is the seq of the last event applied.
 	lastSeq int64
 }
@@ -64,7 +72,8 @@ type childRow struct {
 
 func newState() *state {
 	return &state{calls: map[string]*toolRow{}, children: map[string]*childRow{},
-		asked: map[string]permission.ApprovalAsked{}, lastSeq: -1}
+		asked: map[string]permission.ApprovalAsked{}, questions: map[string]questionAsked{},
+		askCalls: map[string]bool{}, lastSeq: -1}
 }
 
 // blockKind says how a finished item is drawn.
@@ -81,6 +90,8 @@ const (
 	bNotice
 	bError
 	bCompaction
+	bAnswer
+	bPlanMode
 )
 
 // block is one finished item of the transcript.
@@ -96,6 +107,9 @@ type block struct {
 	child  *childRow
 	// ms is a duration shown with the item (reasoning time).
 	ms int64
+	// an answered question or plan
+	asked    *questionAsked
+	answered *questionAnswered
 }
 
 // apply folds one event and returns the blocks it finishes.
@@ -193,6 +207,11 @@ func (s *state) apply(e session.Event) []block {
 			delete(s.calls, p.CallID)
 			s.order = remove(s.order, p.CallID)
 		}
+		if s.askCalls[p.CallID] {
+			// The question's own block said what was asked and answered.
+			delete(s.askCalls, p.CallID)
+			return nil
+		}
 		return []block{{kind: bTool, call: row, result: &p, ms: e.Time - row.started}}
 	case session.TypeApprovalAsked:
 		var p permission.ApprovalAsked
@@ -262,6 +281,8 @@ func (s *state) apply(e session.Event) []block {
 		if e.Decode(&p) == nil {
 			return []block{{kind: bCompaction, text: "context compacted"}}
 		}
+	case typeQuestionAsk, typeQuestionAnswer, typePlanMode:
+		return s.applyAsk(e)
 	case session.TypeLLMRetry:
 		var p session.LLMRetry
 		if e.Decode(&p) == nil {

@@ -14,7 +14,7 @@ type theme struct {
 	user, dim, accent, ok, bad, warn, bold    lipgloss.Style
 	code, keyword, str, comment, heading      lipgloss.Style
 	add, del, hunk, status, modal, modalTitle lipgloss.Style
-	selected                                  lipgloss.Style
+	selected, planBadge                       lipgloss.Style
 }
 
 func newTheme(color bool) theme {
@@ -24,7 +24,7 @@ func newTheme(color bool) theme {
 		return theme{user: s().Bold(true), dim: p, accent: p, ok: p, bad: p, warn: p, bold: s().Bold(true),
 			code: p, keyword: p, str: p, comment: p, heading: s().Bold(true), add: p, del: p, hunk: p,
 			status: p, modal: s().Border(lipgloss.NormalBorder()).Padding(0, 1), modalTitle: s().Bold(true),
-			selected: s().Reverse(true)}
+			selected: s().Reverse(true), planBadge: s().Bold(true)}
 	}
 	c := lipgloss.Color
 	return theme{color: true,
@@ -47,6 +47,7 @@ func newTheme(color bool) theme {
 		modal:      s().Border(lipgloss.RoundedBorder()).BorderForeground(c("11")).Padding(0, 1),
 		modalTitle: s().Foreground(c("11")).Bold(true),
 		selected:   s().Reverse(true),
+		planBadge:  s().Foreground(c("0")).Background(c("14")).Bold(true),
 	}
 }
 

@@ -64,7 +64,7 @@ func (m *model) View() tea.View {
 // cursor is the composer's; the approval prompt hides it (its feedback
 // line draws its own caret).
 func (m *model) cursor() *tea.Cursor {
-	if len(m.approvals) > 0 {
+	if len(m.approvals) > 0 || m.asking != nil {
 		return nil
 	}
 	return m.composer.Cursor()
@@ -114,12 +114,17 @@ func (m *model) liveTop() string {
 		}
 		parts = append(parts, strings.Join(lines, "\n"))
 	}
-	if st.running && st.stepStart > 0 && len(st.order) == 0 {
+	if st.running && st.stepStart > 0 && len(st.order) == 0 && m.asking == nil {
 		parts = append(parts, m.th.accent.Render(cut(spin+" waiting for "+orDefault(st.model, "the model")+" · "+progress.Seconds(now-st.stepStart), w)))
 	}
 	for _, id := range st.order {
 		c := st.calls[id]
-		parts = append(parts, cut(m.th.accent.Render(spin)+" "+callTitle(*c)+m.th.dim.Render(" · "+progress.Seconds(now-c.started)), w))
+		title := callTitle(*c)
+		if c.name == toolAskUser || c.name == toolExitPlan {
+			// The panel below shows what it asks.
+			title = map[bool]string{true: "the plan waits for your review", false: "waiting for your answer"}[c.name == toolExitPlan]
+		}
+		parts = append(parts, cut(m.th.accent.Render(spin)+" "+title+m.th.dim.Render(" · "+progress.Seconds(now-c.started)), w))
 	}
 	for _, id := range st.kids {
 		c := st.children[id]
@@ -128,6 +133,8 @@ func (m *model) liveTop() string {
 	}
 	if len(m.approvals) > 0 {
 		parts = append(parts, m.viewApproval())
+	} else if m.asking != nil {
+		parts = append(parts, m.viewQuestion())
 	} else if m.overlay != nil {
 		parts = append(parts, m.viewOverlay())
 	}
@@ -181,6 +188,8 @@ func (m *model) liveBottom() string {
 	parts := []string{rule}
 	if len(m.approvals) > 0 {
 		parts = append(parts, m.th.dim.Render(cut("  answer the approval above", w)))
+	} else if m.asking != nil {
+		parts = append(parts, m.th.dim.Render(cut("  answer the "+map[bool]string{true: "plan", false: "question"}[m.asking.q.Kind == "plan"]+" above", w)))
 	} else {
 		parts = append(parts, m.prefixComposer())
 	}
@@ -258,11 +267,16 @@ func (m *model) statusLine() string {
 		}
 		return strings.Join(parts, " · ")
 	}
+	// Plan mode leads the line, as a badge of its own.
+	badge, width := "", m.width
+	if st.planMode {
+		badge, width = m.th.planBadge.Render(" PLAN ")+" ", m.width-7
+	}
 	line := join(5)
-	for lvl := 4; lvl >= 0 && ansi.StringWidth(line) > m.width; lvl-- {
+	for lvl := 4; lvl >= 0 && ansi.StringWidth(line) > width; lvl-- {
 		line = join(lvl)
 	}
-	return m.th.status.Render(cut(line, m.width))
+	return badge + m.th.status.Render(cut(line, width))
 }
 
 // viewApproval draws the first pending approval: the tool, the exact

@@ -289,8 +289,9 @@ func (r *Renderer) Event(e session.Event) []byte {
 		if e.Decode(&p) == nil {
 			r.mayAsk = p.Policy != "never"
 		}
-	case session.TypeApprovalAsked:
-		// The question goes to the terminal from another writer, which
+	case session.TypeApprovalAsked, session.TypeQuestionAsk:
+		// The question (an approval, an ask_user_question form, a plan)
+		// goes to the terminal from another writer, which
 		// starts its own line and leaves the cursor at the start of one
 		// once answered: keep the status line as it is, never erase
 		// the prompt.

@@ -285,3 +285,61 @@ func TestBrowserHookDenial(t *testing.T) {
 	s := startServeWith(t, srv, map[string]string{"hooks.json": `{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "echo 'no pushing' >&2; exit 2"}]}]}}`})
 	scenario(t, b, s, "hook")
 }
+
+// TestBrowserQuestion: a question from the agent is answered in the
+// page (after a reload and with a second tab open); the answers reach the
+// model.
+func TestBrowserQuestion(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(
+		llmtest.Response{Text: "Two choices before I start.", ToolCalls: []llmtest.ToolCall{call("ask_user_question", map[string]any{"questions": []map[string]any{
+			{"id": "db", "header": "Database", "question": "Which database should the service use?", "options": []map[string]any{
+				{"label": "Postgres", "description": "A server of its own; the most capable choice."},
+				{"label": "SQLite", "description": "Embedded in the binary: nothing else to run."}}},
+			{"id": "checks", "header": "Checks", "question": "Which checks should CI run?", "multi_select": true, "options": []map[string]any{
+				{"label": "Unit tests"}, {"label": "Race detector", "description": "Slower, finds data races."}, {"label": "Linters"}}},
+		}})}},
+		llmtest.Response{Text: "Noted: SQLite, with unit tests and linters in CI."},
+	)
+	s := startServe(t, srv)
+	scenario(t, b, s, "question")
+	last := string(srv.Requests()[len(srv.Requests())-1].Body)
+	for _, want := range []string{"SQLite", "Unit tests", "Linters"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the model was not sent the answer %q", want)
+		}
+	}
+}
+
+// TestBrowserPlan: plan mode from the composer's toggle refuses a write;
+// the plan is sent back with feedback (which reaches the model), then
+// approved, which ends plan mode and lets the write run.
+func TestBrowserPlan(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	s := startServe(t, srv)
+	target := filepath.Join(s.dir, "plan.txt")
+	srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("write", map[string]any{"file_path": target, "content": "too early\n"})}},
+		llmtest.Response{Text: "Writing is refused while planning; here is the plan.", ToolCalls: []llmtest.ToolCall{call("exit_plan_mode", map[string]any{
+			"plan": "## Plan v1\n\n1. Create `plan.txt`.\n2. Put a greeting in it.\n\n- Nothing else changes."})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("exit_plan_mode", map[string]any{
+			"plan": "## Plan v2\n\n1. Create `plan.txt`.\n2. Greet the reader **by name** in it."})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{call("write", map[string]any{"file_path": target, "content": "Hello, reader.\n"})}},
+		llmtest.Response{Text: "Wrote plan.txt as planned."},
+	)
+	scenario(t, b, s, "plan")
+	if got, err := os.ReadFile(target); err != nil || string(got) != "Hello, reader.\n" {
+		t.Fatalf("plan.txt = %q, %v", got, err)
+	}
+	var fed bool
+	for _, r := range srv.Requests() {
+		fed = fed || strings.Contains(string(r.Body), "Greet the reader by name.")
+	}
+	if !fed {
+		t.Error("the plan feedback never reached the model")
+	}
+}

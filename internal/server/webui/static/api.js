@@ -56,6 +56,10 @@ export const api = {
   cancel: (id, clearQueue = false) => request('POST', `/api/sessions/${enc(id)}/cancel`, { clearQueue }),
   answer: (id, approvalId, decision, feedback) =>
     request('POST', `/api/sessions/${enc(id)}/approvals/${enc(approvalId)}`, feedback ? { decision, feedback } : { decision }),
+  questions: () => request('GET', '/api/questions'),
+  sessionQuestions: (id) => request('GET', `/api/sessions/${enc(id)}/questions`),
+  answerQuestion: (id, questionId, body) => request('POST', `/api/sessions/${enc(id)}/questions/${enc(questionId)}`, body),
+  setPlanMode: (id, active) => request('POST', `/api/sessions/${enc(id)}/plan`, { active }),
   tree: (id) => request('GET', `/api/sessions/${enc(id)}/tree`),
   fork: (id) => request('POST', `/api/sessions/${enc(id)}/fork`, {}),
   workspaces: () => request('GET', '/api/workspaces'),

@@ -4,7 +4,9 @@
 // subagent tree and background jobs.
 import { api, Stream } from './api.js';
 import { SessionModel, EVENT_TYPES } from './model.js';
-import { h, renderItem, fmtTokens, diffView, proposedDiff, isSubagent } from './render.js';
+import { h, renderItem, fmtTokens, isSubagent } from './render.js';
+import { pendingApprovals, paintApprovals } from './approvals.js';
+import { pendingQuestions, paintQuestions, paintPlanMode } from './questions.js';
 import { renderSidebar } from './sidebar.js';
 import { setupDialog } from './dialog.js';
 import { renderTree, renderJobs } from './panel.js';
@@ -19,6 +21,7 @@ const state = {
   lastCwd: '',
   statusBySession: new Map(), // live status from the host feed
   pendingBySession: new Map(), // session id → Map(approval id → Approval) from the host feed
+  questionsBySession: new Map(), // session id → Map(question id → Question) from the host feed
   created: new Map(), // session id → {model, effort, permission} asked for by this page
   expanded: new Set(), // workspace paths whose whole session list is shown
 };
@@ -89,6 +92,21 @@ function onFeed(type, e) {
       if (view) { view.flags.add('approvals'); schedule(); }
       break;
     }
+    case 'question': {
+      const q = e.question;
+      if (!q) break;
+      const id = q.sessionId || e.sessionId;
+      if (!state.questionsBySession.has(id)) state.questionsBySession.set(id, new Map());
+      state.questionsBySession.get(id).set(q.id, q);
+      if (view) { view.flags.add('questions').add('strip'); schedule(); }
+      break;
+    }
+    case 'question-resolved': {
+      const m = state.questionsBySession.get(e.sessionId);
+      if (m) m.delete(e.id);
+      if (view) { view.flags.add('questions').add('strip'); schedule(); }
+      break;
+    }
     case 'approval/resolved': {
       const m = state.pendingBySession.get(e.sessionId);
       if (m) m.delete(e.approvalId);
@@ -126,7 +144,7 @@ function openSession(id) {
   $('composer').hidden = false;
   $('session-title').textContent = 'Loading…';
   $('session-sub').textContent = '';
-  view = { id, model: new SessionModel(), info: null, nodes: new Map(), dirty: new Set(), flags: new Set(['strip', 'approvals', 'queue', 'tree', 'jobs']), raf: 0 };
+  view = { id, model: new SessionModel(), info: null, nodes: new Map(), dirty: new Set(), flags: new Set(['strip', 'approvals', 'questions', 'plan', 'queue', 'tree', 'jobs']), raf: 0, planWant: null };
   const v = view;
   // A fresh load replays the whole log (after=-1); a reconnect resumes
   // after the last seq seen (EventSource's Last-Event-ID, or after= when
@@ -150,6 +168,9 @@ function openSession(id) {
   $('approval').replaceChildren();
   delete $('approval').dataset.approval;
   delete $('approval').dataset.key;
+  $('question').hidden = true;
+  $('question').replaceChildren();
+  delete $('question').dataset.key;
   refreshInfo();
   renderSidebar(state);
   schedule();
@@ -166,6 +187,8 @@ function closeSession() {
 
 function onSessionEvent(ev) {
   const ch = view.model.apply(ev);
+  // The log says what plan mode is now: a toggle in flight has landed.
+  if (ch.flags.has('plan')) view.planWant = null;
   for (const k of ch.keys) view.dirty.add(k);
   for (const f of ch.flags) view.flags.add(f);
   schedule();
@@ -184,7 +207,13 @@ async function refreshInfo() {
       const m = new Map(info.pendingApprovals.map((a) => [a.id, a]));
       state.pendingBySession.set(info.header.id, m);
     }
-    v.flags.add('strip').add('jobs').add('approvals');
+    v.flags.add('strip').add('jobs').add('approvals').add('plan');
+    if (info.live) {
+      // The host's pending questions, as of this answer: one the log has
+      // not shown yet appears at once.
+      state.questionsBySession.set(v.id, new Map((info.pendingQuestions || []).map((q) => [q.id, q])));
+      v.flags.add('questions');
+    }
     schedule();
   } catch (err) {
     if (view === v) {
@@ -250,12 +279,14 @@ function paint() {
   // page says that the agent is at work.
   const last = v.model.items.get(v.model.order[v.model.order.length - 1]);
   const busy = last && ((last.kind === 'assistant' && last.streaming) || (last.kind === 'tool' && last.status === 'awaiting'));
-  $('working').hidden = !v.model.running || !!busy;
+  $('working').hidden = !v.model.running || !!busy || questionsOf(v).length > 0;
   if (v.model.running && last && last.kind === 'tool' && last.status === 'running') $('working-text').textContent = `Running ${last.name}…`;
   else $('working-text').textContent = 'Thinking…';
   const f = v.flags;
   if (f.has('strip')) paintStrip();
-  if (f.has('approvals')) paintApprovals();
+  if (f.has('approvals')) paintApprovals(view, state, toast);
+  if (f.has('questions')) paintQuestions(v.id, questionsOf(v), (qid) => answeredQuestion(v, qid), toast);
+  if (f.has('plan') || f.has('strip')) paintPlanMode(planActive(v), v.planWant);
   if (f.has('queue') || f.has('strip')) paintComposer();
   if (f.has('tree')) treeSoon();
   if (f.has('info')) infoSoon();
@@ -266,7 +297,8 @@ function paint() {
 
 function liveStatus() {
   const m = view.model;
-  if (pendingApprovals().length) return 'awaiting-approval';
+  if (pendingApprovals(view, state).length) return 'awaiting-approval';
+  if (questionsOf(view).length) return 'awaiting-answer';
   const s = state.statusBySession.get(view.id) || (view.info && view.info.status);
   if (m.running) return 'running';
   return s === 'running' ? 'running' : 'idle';
@@ -286,7 +318,7 @@ function paintStrip() {
   const st = liveStatus();
   const badge = $('status-badge');
   badge.className = `badge ${st}`;
-  badge.textContent = st === 'awaiting-approval' ? 'needs approval' : st;
+  badge.textContent = st === 'awaiting-approval' ? 'needs approval' : st === 'awaiting-answer' ? 'needs your answer' : st;
   // Before the first model request the log names no model: show what the
   // session was created with, when this page created it.
   const asked = state.created.get(v.id) || {};
@@ -324,95 +356,43 @@ function paintStrip() {
   $('composer').hidden = !!child;
 }
 
-// pendingApprovals: what the log says is asked and not decided, joined
-// with the host's queue (which holds the id to answer with).
-function pendingApprovals() {
-  const host = state.pendingBySession.get(view.id) || new Map();
-  const out = [];
-  const seen = new Set();
-  for (const a of view.model.pending()) {
-    const hostA = [...host.values()].find((x) => x.callId === a.callId) || host.get(a.id);
-    out.push({ ...a, answerId: hostA ? hostA.id : a.id, host: hostA });
-    seen.add(a.callId);
-  }
-  for (const a of host.values()) {
-    const decided = [...view.model.approvals.values()].some((x) => x.callId === a.callId && x.decided);
-    if (!seen.has(a.callId) && !decided) out.push({ id: a.id, answerId: a.id, callId: a.callId, toolName: a.toolName, reason: a.reason, command: a.command, cwd: a.cwd, host: a });
-  }
-  return out;
+// questionsOf: the open session's pending questions and plans.
+function questionsOf(v) {
+  return pendingQuestions(v.model, state.questionsBySession.get(v.id));
 }
 
-function paintApprovals() {
-  const panel = $('approval');
-  const list = pendingApprovals();
-  if (!list.length) {
-    const hadFocus = panel.contains(document.activeElement);
-    panel.hidden = true;
-    panel.replaceChildren();
-    if (hadFocus && !$('composer').hidden) $('composer-input').focus();
-    return;
-  }
-  const a = list[0];
-  // Rebuilt only when what it shows changes, so a half-typed rejection
-  // survives unrelated redraws.
-  const key = `${a.answerId}:${list.length}`;
-  if (panel.dataset.key === key && !panel.hidden) return;
-  panel.dataset.key = key;
-  panel.dataset.approval = a.answerId;
-  const item = view.model.items.get(`t:${a.callId}`);
-  let args = (item && item.args) || null;
-  if (!args && a.host && a.host.arguments) args = a.host.arguments;
-  const name = a.toolName || (item && item.name) || 'tool';
-  const what = [];
-  if (a.command) what.push(h('pre', { class: 'cmd' }, h('span', { class: 'prompt', 'aria-hidden': 'true', text: '$ ' }), a.command));
-  else {
-    const d = proposedDiff(name, args);
-    if (d) what.push(diffView(d));
-    else if (args) what.push(h('pre', { class: 'out', text: JSON.stringify(args, null, 2) }));
-  }
-  const feedback = h('textarea', { id: 'reject-feedback', rows: '2', placeholder: 'Tell the agent why, or what to do instead (optional)' });
-  const actions = h('div', { class: 'row end approval-actions' },
-    h('button', { type: 'button', class: 'btn', id: 'reject-btn', onclick: () => { rejectBox.hidden = false; actions.hidden = true; feedback.focus(); } }, 'Reject…'),
-    h('button', { type: 'button', class: 'btn primary', id: 'allow-btn', onclick: () => answer(a, 'allow-once') }, 'Allow once'));
-  const rejectBox = h('div', { class: 'reject-box', hidden: true },
-    h('label', { for: 'reject-feedback', text: 'Feedback for the agent' }), feedback,
-    h('div', { class: 'row end' },
-      h('button', { type: 'button', class: 'btn', onclick: () => { rejectBox.hidden = true; actions.hidden = false; $('reject-btn').focus(); } }, 'Back'),
-      h('button', { type: 'button', class: 'btn danger', id: 'reject-send', onclick: () => answer(a, 'reject', feedback.value.trim()) }, 'Reject')));
-  feedback.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); answer(a, 'reject', feedback.value.trim()); }
-  });
-  panel.replaceChildren(
-    h('div', { class: 'approval-head' },
-      h('span', { class: 'approval-icon', 'aria-hidden': 'true', text: '!' }),
-      h('h2', { id: 'approval-title', text: `Approve ${name}?` }),
-      list.length > 1 ? h('span', { class: 'muted', text: `1 of ${list.length}` }) : null),
-    a.reason ? h('p', { class: 'approval-reason', text: a.reason }) : null,
-    ...what,
-    a.cwd ? h('div', { class: 'muted small', text: `in ${a.cwd}` }) : null,
-    rejectBox,
-    actions);
-  panel.hidden = false;
-  panel.scrollIntoView({ block: 'nearest' });
+function answeredQuestion(v, qid) {
+  const m = state.questionsBySession.get(v.id);
+  if (m) m.delete(qid);
+  if (view === v) { v.flags.add('questions').add('strip'); schedule(); }
 }
 
-async function answer(a, decision, feedback) {
-  const panel = $('approval');
-  panel.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+// planActive: what the log says (a plan/mode event), else the host.
+function planActive(v) {
+  return v.model.planKnown ? v.model.planMode : !!(v.info && v.info.planMode);
+}
+
+async function togglePlan() {
+  const v = view;
+  if (!v) return;
+  const want = !planActive(v);
+  v.planWant = want;
+  paintPlanMode(planActive(v), want);
   try {
-    await api.answer(view.id, a.answerId, decision, feedback);
-    const m = state.pendingBySession.get(view.id);
-    if (m) m.delete(a.answerId);
+    await api.setPlanMode(v.id, want);
+    // The host logs plan/mode at the next step boundary (now, when
+    // idle); the log's event then settles the toggle.
   } catch (err) {
-    toast(err.code === 'APPROVAL_NOT_PENDING' ? 'This approval was already answered.' : err.message);
-    panel.querySelectorAll('button').forEach((b) => { b.disabled = false; });
+    v.planWant = null;
+    toast(err.message);
   }
+  if (view === v) { v.flags.add('plan'); schedule(); }
 }
 
 function paintComposer() {
   const m = view.model;
   const running = m.running || liveStatus() === 'running';
-  $('cancel-btn').hidden = !running && !pendingApprovals().length;
+  $('cancel-btn').hidden = !running && !pendingApprovals(view, state).length && !questionsOf(view).length;
   $('steer-btn').hidden = !running;
   $('send-btn').textContent = running ? 'Queue' : 'Send';
   $('composer-hint').textContent = running
@@ -531,6 +511,7 @@ function route() {
   $('topbar').hidden = true;
   $('composer').hidden = true;
   $('approval').hidden = true;
+  $('question').hidden = true;
   document.title = 'dsh';
   renderSidebar(state);
 }
@@ -550,6 +531,7 @@ function wire() {
   $('composer').addEventListener('submit', (e) => { e.preventDefault(); send('queue'); });
   $('steer-btn').addEventListener('click', () => send('steer'));
   $('cancel-btn').addEventListener('click', cancelTurn);
+  $('plan-btn').addEventListener('click', togglePlan);
   $('panel-toggle').addEventListener('click', () => togglePanel());
   $('fork-btn').addEventListener('click', async () => {
     if (!view) return;
@@ -578,12 +560,14 @@ function wire() {
 wire();
 loadSessions();
 let feedDropped = false;
-feed = new Stream(() => '/api/events', ['session/added', 'session/status', 'session/removed', 'approval/pending', 'approval/resolved', 'workspace/changed', 'workspace/removed', 'workspace/order'], onFeed, (s) => {
+feed = new Stream(() => '/api/events', ['session/added', 'session/status', 'session/removed', 'approval/pending', 'approval/resolved', 'question', 'question-resolved', 'workspace/changed', 'workspace/removed', 'workspace/order'], onFeed, (s) => {
   // On every connect the feed sends a snapshot (pending approvals, live
   // statuses): after a drop, what was known before is replaced by it.
   if (s === 'open' && feedDropped) {
     state.pendingBySession.clear();
+    state.questionsBySession.clear();
     state.statusBySession.clear();
+    if (view) refreshInfo();
     loadSessions();
   }
   feedDropped = s === 'retrying';

@@ -11,8 +11,11 @@ export const EVENT_TYPES = [
   'compaction/start', 'compaction/summary', 'compaction/end', 'compaction/prune',
   'sandbox/mode', 'sandbox/backend', 'approval/policy', 'approval/asked', 'approval/decided',
   'permission/preset', 'subagent/start', 'subagent/end', 'subagent/descriptor', 'session/title',
-  'hook/invoked', 'hook/result',
+  'hook/invoked', 'hook/result', 'question/ask', 'question/answer', 'plan/mode',
 ];
+
+/** The tools that wait for a person: their question item shows them. */
+export const QUESTION_TOOLS = new Set(['ask_user_question', 'exit_plan_mode']);
 
 const SUBAGENT_TOOLS = new Set(['subagent', 'subagent_fork']);
 
@@ -47,6 +50,14 @@ export class SessionModel {
     this.callApproval = new Map(); // call id → approval id
     this.children = []; // {runId, childId, label, provider, stop}
     this.todos = null;
+    this.questions = new Map(); // question id → question item (kind 'question' or 'plan')
+    this.planMode = false;
+    this.planKnown = false; // a plan/mode event was read
+  }
+
+  /** pendingQuestions returns the questions and plans asked and not answered, oldest first. */
+  pendingQuestions() {
+    return [...this.questions.values()].filter((q) => !q.answer && !q.stale);
   }
 
   add(key, item) {
@@ -87,6 +98,11 @@ export class SessionModel {
         const reason = d.reason || {};
         for (const it of this.items.values()) {
           if (it.kind === 'assistant' && it.streaming) { it.streaming = false; touch(it.key); }
+        }
+        // A question cannot outlive its turn: one left unanswered (the
+        // process stopped while it waited) is no longer pending.
+        for (const q of this.questions.values()) {
+          if (!q.answer && !q.stale) { q.stale = true; touch(q.key); ch.flags.add('questions'); }
         }
         if (reason.kind && reason.kind !== 'completed') {
           touch(this.add(`end:${ev.seq}`, { kind: 'end', turn: d.turn, reason }).key);
@@ -271,6 +287,41 @@ export class SessionModel {
       case 'compaction/end':
         touch(this.add(`c:${ev.seq}`, { kind: 'note', tone: 'info', text: 'Earlier context was summarised to make room (compaction).' }).key);
         break;
+      case 'question/ask': {
+        if (!d.questionId || this.questions.has(d.questionId)) break;
+        const q = this.add(`q:${d.questionId}`, { kind: 'question', id: d.questionId, callId: d.callId || '', ask: d.kind === 'plan' ? 'plan' : 'question',
+          questions: d.questions || [], plan: d.plan || '', answer: null, stale: false, time: ev.time });
+        this.questions.set(d.questionId, q);
+        const tool = this.items.get(`t:${d.callId}`);
+        if (tool) { tool.question = q.id; touch(tool.key); }
+        touch(q.key);
+        ch.flags.add('questions');
+        ch.flags.add('strip');
+        break;
+      }
+      case 'question/answer': {
+        const q = this.questions.get(d.questionId);
+        if (!q) break;
+        q.answer = { status: d.status || 'answered', answers: d.answers || {}, approved: d.approved, feedback: d.feedback || '' };
+        touch(q.key);
+        ch.flags.add('questions');
+        ch.flags.add('strip');
+        break;
+      }
+      case 'plan/mode': {
+        const was = this.planMode;
+        this.planMode = !!d.active;
+        const first = !this.planKnown;
+        this.planKnown = true;
+        ch.flags.add('strip');
+        ch.flags.add('plan');
+        if (was === this.planMode && !first) break;
+        if (first && !this.planMode) break;
+        const text = this.planMode ? 'Plan mode on — the agent plans and does not write until you approve its plan.'
+          : d.source === 'plan-approved' ? 'Plan approved — plan mode is off and the agent may now make changes.' : 'Plan mode off.';
+        touch(this.add(`pm:${ev.seq}`, { kind: 'note', tone: this.planMode ? 'plan' : 'info', text }).key);
+        break;
+      }
       case 'todo/write':
         this.todos = d.todos || d.items || null;
         break;

@@ -265,6 +265,62 @@ function pretty(raw) {
   try { return JSON.stringify(JSON.parse(raw), null, 2); } catch { return String(raw); }
 }
 
+const ANSWER_PILL = {
+  answered: ['ok', 'answered'], cancelled: ['rejected', 'cancelled'], unavailable: ['error', 'nobody to ask'],
+};
+
+/**
+ * questionCard renders a question or plan of the log: what was asked,
+ * the options with the chosen ones marked, and how it was answered.
+ */
+export function questionCard(it) {
+  const a = it.answer;
+  const plan = it.ask === 'plan';
+  let pill = a ? ANSWER_PILL[a.status] || ['', a.status] : it.stale ? ['rejected', 'not answered'] : ['awaiting q', 'waiting for you'];
+  if (plan && a && a.status === 'answered') pill = a.approved ? ['ok', 'approved'] : ['awaiting', 'kept planning'];
+  const first = (it.questions || [])[0] || {};
+  const summary = plan ? 'Plan for your review' : first.header || first.question || '';
+  const card = h('div', { class: `card qcard ${plan ? 'plan' : 'ask'} ${a ? 'done' : 'open'}`, 'data-question': it.id },
+    h('div', { class: 'card-head' },
+      h('span', { class: 'tool-icon q-icon', 'aria-hidden': 'true', text: plan ? '◇' : '?' }),
+      h('span', { class: 'tool-name', text: plan ? 'Plan' : (it.questions || []).length > 1 ? `${it.questions.length} questions` : 'Question' }),
+      h('span', { class: 'tool-summary', title: summary, text: plan ? '' : summary }),
+      h('span', { class: 'spacer' }),
+      h('span', { class: `pill ${pill[0]}`, text: pill[1] })));
+  // While it waits, the card below the conversation shows it in full.
+  if (!a && !it.stale) {
+    card.append(h('div', { class: 'card-body muted small', text: plan ? 'Review the plan below.' : 'Answer below.' }));
+    return card;
+  }
+  const body = h('div', { class: 'card-body' });
+  if (plan) {
+    // The approved plan stays open; one sent back is folded away.
+    body.append(h('details', { class: 'plan-doc', open: !!(a && a.approved) }, h('summary', { text: 'The plan' }), h('div', { class: 'md plan-md' }, markdown(it.plan || ''))));
+    if (a && a.feedback) body.append(h('div', { class: 'q-feedback' }, h('span', { class: 'muted', text: 'Your feedback: ' }), a.feedback));
+  } else {
+    for (const q of it.questions || []) {
+      const got = (a && a.answers && a.answers[q.id]) || [];
+      const labels = new Set((q.options || []).map((o) => o.label));
+      const block = h('div', { class: 'q-done' },
+        q.header ? h('div', { class: 'q-header', text: q.header }) : null,
+        h('div', { class: 'q-text', text: q.question }));
+      const ul = h('ul', { class: 'q-opts' });
+      for (const o of q.options || []) {
+        const chosen = got.includes(o.label);
+        ul.append(h('li', { class: chosen ? 'chosen' : '', 'data-label': o.label }, h('span', { class: 'q-mark', 'aria-hidden': 'true', text: chosen ? '✓' : '' }),
+          h('span', { text: o.label }), chosen ? h('span', { class: 'sr-only', text: ' (chosen)' }) : null));
+      }
+      for (const g of got.filter((x) => !labels.has(x))) {
+        ul.append(h('li', { class: 'chosen', 'data-label': g }, h('span', { class: 'q-mark', 'aria-hidden': 'true', text: '✓' }), h('span', { class: 'muted', text: 'Other: ' }), h('span', { text: g })));
+      }
+      block.append(ul);
+      body.append(block);
+    }
+  }
+  card.append(body);
+  return card;
+}
+
 const END_TEXT = {
   aborted: 'Turn cancelled', error: 'Turn failed', interrupted: 'Turn interrupted (dsh stopped)',
   'max-tokens': 'Stopped at the output token limit', blocked: 'Turn blocked by a hook',
@@ -313,7 +369,12 @@ export function renderItem(it) {
       break;
     }
     case 'tool':
+      // A call that asked the person shows as its question item instead.
+      if (it.question) li.hidden = true;
       li.append(toolCard(it));
+      break;
+    case 'question':
+      li.append(questionCard(it));
       break;
     case 'end': {
       const r = it.reason || {};

@@ -21,6 +21,7 @@ const GROUP_LIMIT = 25;
 /** statusOf is the live status the sidebar shows for a session. */
 export function statusOf(state, s) {
   if (state.pendingBySession.has(s.header.id) && state.pendingBySession.get(s.header.id).size) return 'awaiting-approval';
+  if (state.questionsBySession.has(s.header.id) && state.questionsBySession.get(s.header.id).size) return 'awaiting-answer';
   return state.statusBySession.get(s.header.id) || s.status || 'idle';
 }
 
@@ -60,7 +61,7 @@ export function renderSidebar(state) {
       },
       h('span', { class: `dot ${st}`, role: 'img', 'aria-label': st }),
       h('span', { class: 'sess-title', text: s.title || 'Untitled session' }, s.header.parentSession ? h('span', { class: 'fork-mark', text: 'fork' }) : null),
-      h('span', { class: 'sess-meta', text: st === 'awaiting-approval' ? 'needs approval' : st === 'running' ? 'running…' : ago(s.updatedAt) })));
+      h('span', { class: 'sess-meta', text: st === 'awaiting-approval' ? 'needs approval' : st === 'awaiting-answer' ? 'needs your answer' : st === 'running' ? 'running…' : ago(s.updatedAt) })));
     }));
     if (!g.sessions.length) list.append(h('li', { class: 'muted small pad', text: 'No sessions yet' }));
     if (all.length > shown.length) {
