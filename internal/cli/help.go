@@ -52,6 +52,7 @@ prompt; put "--" before a prompt that starts with "-".`,
   --plan                start in plan mode: the agent explores and presents a plan for
                         approval before it changes anything (questions and the plan are
                         asked on the terminal; without one they fail at once)
+  --no-plan             leave plan mode (with --resume or --continue)
   --mcp-prompt SPEC     render the MCP prompt SERVER:PROMPT (or SERVER:PROMPT:{"arg":"value"})
                         as the user message, before PROMPT (which may then be left out)
   --patch FILE          apply this profile patch file after config.yaml (repeatable)`,

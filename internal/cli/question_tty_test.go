@@ -243,3 +243,54 @@ func TestQuestionWithoutTerminalFailsAtOnce(t *testing.T) {
 		t.Fatalf("question/answer %+v", answered)
 	}
 }
+
+// TestPlanFlagsAcrossRuns: --plan starts a session in plan mode (a write
+// is refused); --continue keeps it; --continue --no-plan leaves it and
+// the write runs.
+func TestPlanFlagsAcrossRuns(t *testing.T) {
+	e := newEnv(t)
+	withoutExternalAgents(t, e)
+	file := filepath.Join(e.cwd, "out.txt")
+	write := questionCall(t, "write", map[string]string{"file_path": file, "content": "x\n"})
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{write}}, llmtest.Response{Text: "refused"},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{write}}, llmtest.Response{Text: "still refused"},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{write}}, llmtest.Response{Text: "written"},
+	)
+	codes := func(out string) []string {
+		events, _ := parseJSONRun(t, out)
+		var got []string
+		for _, ev := range events {
+			if ev.Type == session.TypeToolResult {
+				var r session.ToolResult
+				_ = json.Unmarshal(ev.Data, &r)
+				code := ""
+				if r.Error != nil {
+					code = r.Error.Code
+				}
+				got = append(got, code)
+			}
+		}
+		return got
+	}
+	out, stderr, code := e.dsh("", "run", "--json", "--plan", "write out.txt")
+	if code != 0 || !reflect.DeepEqual(codes(out), []string{question.CodePlanModeActive}) {
+		t.Fatalf("--plan: exit %d, results %v\n%s", code, codes(out), stderr)
+	}
+	out, _, code = e.dsh("", "run", "--json", "--continue", "write it now")
+	if code != 0 || !reflect.DeepEqual(codes(out), []string{question.CodePlanModeActive}) {
+		t.Fatalf("--continue: exit %d, results %v", code, codes(out))
+	}
+	out, _, code = e.dsh("", "run", "--json", "--continue", "--no-plan", "go ahead")
+	if code != 0 || !reflect.DeepEqual(codes(out), []string{""}) || !fileExists(file) {
+		t.Fatalf("--no-plan: exit %d, results %v", code, codes(out))
+	}
+	if _, stderr, code := e.dsh("", "run", "--plan", "--no-plan", "x"); code != 2 || !strings.Contains(stderr, "exclusive") {
+		t.Fatalf("both flags: exit %d %s", code, stderr)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

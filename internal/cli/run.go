@@ -45,6 +45,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	perm := fs.String("permission", "", "permission preset: read-only, workspace-write (default), auto or full-access")
 	approval := fs.String("approval", "", "approval policy: ask (default) or never")
 	planMode := fs.Bool("plan", false, "start in plan mode: explore and present a plan before changing anything")
+	noPlan := fs.Bool("no-plan", false, "leave plan mode (a resumed session that is in it)")
 	quiet := fs.Bool("quiet", false, "no progress on stderr, even on a terminal")
 	showProgress := fs.Bool("progress", false, "stream progress to stderr even when it is no terminal")
 	mcpPromptSpec := fs.String("mcp-prompt", "", "render this MCP prompt (SERVER:PROMPT or SERVER:PROMPT:JSON) as the user message, before PROMPT")
@@ -61,6 +62,13 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	if *resume != "" && *cont {
 		return failed.usage("--resume and --continue are exclusive")
+	}
+	if *planMode && *noPlan {
+		return failed.usage("--plan and --no-plan are exclusive")
+	}
+	var resumePlan *bool
+	if *planMode || *noPlan {
+		resumePlan = planMode
 	}
 	prompt := ""
 	if len(pos) == 1 {
@@ -106,7 +114,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	var info host.Info
 	if *resume != "" || *cont {
 		info, err = h.Resume(ctx, host.ResumeRequest{ID: *resume, Continue: *cont, Cwd: *cwd, Model: *model, Effort: *effort,
-			Permission: *perm, Approval: *approval, AgentPreset: *preset, PlanMode: *planMode})
+			Permission: *perm, Approval: *approval, AgentPreset: *preset, PlanMode: resumePlan})
 	} else {
 		info, err = h.Create(ctx, host.CreateRequest{Cwd: *cwd, Model: *model, Effort: *effort,
 			Permission: *perm, Approval: *approval, AgentPreset: *preset, PlanMode: *planMode})

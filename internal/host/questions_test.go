@@ -362,7 +362,8 @@ func TestPlanModeFlow(t *testing.T) {
 	}
 	b0, _ := json.Marshal(reqs[0].Messages())
 	last, _ := json.Marshal(reqs[len(reqs)-1].Messages())
-	if !strings.Contains(string(b0), "Plan mode is on") || !strings.Contains(string(last), "Plan mode is off") {
+	if !strings.Contains(string(b0), "Plan mode is on") || !strings.Contains(string(b0), "read-only while plan mode is on") ||
+		!strings.Contains(string(last), "Plan mode is off") || !strings.Contains(string(last), "Sandbox mode: workspace-write") {
 		t.Fatalf("the runtime context did not carry the mode:\nfirst %s\nlast %s", b0, last)
 	}
 }

@@ -108,9 +108,9 @@ type ResumeRequest struct {
 	// MCPServers are MCP servers for this session only while it is open
 	// (ignored when it is already live).
 	MCPServers []mcp.ServerConfig
-	// PlanMode turns plan mode on (a session already in plan mode stays
-	// in it; false changes nothing).
-	PlanMode bool
+	// PlanMode, when set, turns plan mode on or off (nil keeps the
+	// session's).
+	PlanMode *bool
 }
 
 // Resume opens a stored session live (taking its lease: SESSION_BUSY when
@@ -139,8 +139,8 @@ func (h *Host) Resume(ctx context.Context, r ResumeRequest) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	if r.PlanMode {
-		if err := h.SetPlanMode(ctx, e.id, true); err != nil {
+	if r.PlanMode != nil {
+		if err := h.SetPlanMode(ctx, e.id, *r.PlanMode); err != nil {
 			return Info{}, err
 		}
 	}

@@ -32,7 +32,15 @@ type RuntimeOptions struct {
 	Human func() bool
 	// Reviewer reports whether an automatic reviewer is configured.
 	Reviewer bool
+	// PlanMode reports whether plan mode clamps the sandbox to read-only
+	// (nil: never).
+	PlanMode func() bool
 }
+
+// planModeSandbox is the sandbox section while plan mode is on.
+const planModeSandbox = "Sandbox mode: read-only while plan mode is on, whatever the session's permission preset. " +
+	"Shell commands and file tools may read everywhere but write nowhere (only /dev/null), and network access is off. " +
+	"There is no escalation in plan mode."
 
 // RuntimeSections returns the sandbox:policy and approval:policy sections.
 // The policy reaches the model through the runtime-context snapshot rather
@@ -40,7 +48,12 @@ type RuntimeOptions struct {
 // system prompt stays cacheable.
 func RuntimeSections(o RuntimeOptions) []prompt.RuntimeSection {
 	return []prompt.RuntimeSection{
-		{Name: SectionSandbox, Order: sectionOrder, Render: func() string { return SandboxText(o.State(), o.Workspace, o.WritableRoots, o.UnixSockets) }},
+		{Name: SectionSandbox, Order: sectionOrder, Render: func() string {
+			if o.PlanMode != nil && o.PlanMode() {
+				return planModeSandbox
+			}
+			return SandboxText(o.State(), o.Workspace, o.WritableRoots, o.UnixSockets)
+		}},
 		{Name: SectionApproval, Order: sectionOrder + 1, Render: func() string {
 			return ApprovalText(o.State(), o.Human != nil && o.Human(), o.Reviewer)
 		}},

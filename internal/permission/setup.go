@@ -109,7 +109,7 @@ func (s *Session) Install(p *tool.Pipeline, rt *prompt.Runtime) {
 		human := s.Approvals.Human != nil
 		for _, sec := range RuntimeSections(RuntimeOptions{
 			State: s.State, Workspace: s.workspaceText(), WritableRoots: s.roots, UnixSockets: s.sockets,
-			Human: func() bool { return human }, Reviewer: s.reviewer,
+			Human: func() bool { return human }, Reviewer: s.reviewer, PlanMode: s.Confiner.PlanMode,
 		}) {
 			rt.Add(sec)
 		}

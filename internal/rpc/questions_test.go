@@ -40,7 +40,9 @@ func TestQuestionRespond(t *testing.T) {
 	if err := x.call("question/respond", map[string]any{"sessionId": id, "questionId": qid, "answers": map[string][]string{"pet": {"cat"}}}, nil); err == nil || !strings.Contains(string(err.Data), host.CodeQuestionNotPending) {
 		t.Fatalf("second answer: %v", err)
 	}
-	x.waitNote(func(n note) bool { return n.method == "question/resolved" && n.params["questionId"] == qid && n.params["status"] == "answered" })
+	x.waitNote(func(n note) bool {
+		return n.method == "question/resolved" && n.params["questionId"] == qid && n.params["status"] == "answered"
+	})
 	if r := <-done; r.Result.Text != "a dog then" {
 		t.Fatalf("prompt %+v", r)
 	}
