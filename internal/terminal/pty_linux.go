@@ -52,9 +52,12 @@ func openPTY() (master, slave *os.File, err error) {
 	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), path), nil
 }
 
-// sendSignal asks the terminal to signal its foreground process group
-// (TIOCSIG on the master), as the line discipline does for ^C: it
-// reaches the job in the foreground, whatever namespaces lie between.
+// sendSignal signals the terminal's foreground process group, as the
+// line discipline does for ^C: it reaches the job in the foreground
+// (the REPL, or the command a shell runs), whatever PID namespaces lie
+// between. INT, QUIT and TSTP go through TIOCSIG on the master (the
+// kernel's own path for them); other signals go to the group that
+// TIOCGPGRP on the master names, as a pid of dsh's namespace.
 func sendSignal(master *os.File, sig syscall.Signal) error {
 	rc, err := master.SyscallConn()
 	if err != nil {
@@ -62,7 +65,21 @@ func sendSignal(master *os.File, sig syscall.Signal) error {
 	}
 	var ioErr error
 	if err := rc.Control(func(fd uintptr) {
-		ioErr = unix.IoctlSetInt(int(fd), unix.TIOCSIG, int(sig))
+		switch sig {
+		case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP:
+			ioErr = unix.IoctlSetInt(int(fd), unix.TIOCSIG, int(sig))
+		default:
+			pgrp, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP)
+			if err != nil {
+				ioErr = err
+				return
+			}
+			if pgrp <= 1 {
+				ioErr = fmt.Errorf("no foreground process group (%d)", pgrp)
+				return
+			}
+			ioErr = syscall.Kill(-pgrp, sig)
+		}
 	}); err != nil {
 		return err
 	}

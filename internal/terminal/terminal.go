@@ -413,7 +413,7 @@ func (t *Terminal) Cursor() int64 {
 func (t *Terminal) SetCursor(off int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.cursor = max(t.cursor, off)
+	t.cursor = off
 }
 
 // Get returns owner's terminal id, or TERMINAL_NOT_FOUND (also for

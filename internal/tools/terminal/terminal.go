@@ -174,7 +174,12 @@ const (
 // then ends with the terminal's prompt, the command exits, the output
 // has paused for quiet (only after some arrived, when a prompt is known,
 // the pause must be twice as long), or wait has passed.
-func settle(ctx context.Context, t *terminal.Terminal, from int64, quiet, wait time.Duration) (settled, error) {
+//
+// lines is how many lines the input typed (0: none, as after a signal):
+// the prompt counts only after that many line ends in the output, the
+// echo of the input, so that a prompt printed just before the input was
+// read does not end the wait.
+func settle(ctx context.Context, t *terminal.Terminal, from int64, lines int, quiet, wait time.Duration) (settled, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	if t.Prompt() != nil {
@@ -187,11 +192,8 @@ func settle(ctx context.Context, t *terminal.Terminal, from int64, quiet, wait t
 		if !running {
 			return settledExited, nil
 		}
-		if p := t.Prompt(); p != nil && total > from {
-			page := t.Read(max(from, total-4096), 0)
-			if p.MatchString(terminal.Clean(page.Data)) {
-				return settledPrompt, nil
-			}
+		if atPrompt(t, from, total, lines) {
+			return settledPrompt, nil
 		}
 		select {
 		case <-ch:
@@ -210,6 +212,24 @@ func settle(ctx context.Context, t *terminal.Terminal, from int64, quiet, wait t
 			return "", ctx.Err()
 		}
 	}
+}
+
+// atPrompt reports whether the output since from ends with the
+// terminal's prompt after at least lines line ends.
+func atPrompt(t *terminal.Terminal, from, total int64, lines int) bool {
+	p := t.Prompt()
+	if p == nil || total <= from {
+		return false
+	}
+	text := terminal.Clean(t.Read(from, 0).Data)
+	for range lines {
+		i := strings.IndexByte(text, '\n')
+		if i < 0 {
+			return false
+		}
+		text = text[i+1:]
+	}
+	return p.MatchString("\n" + text)
 }
 
 // status is the closing line of a send or signal result.

@@ -104,7 +104,7 @@ func open(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 	}
 	// The first output: a REPL's banner and prompt, a server's start-up.
 	start := time.Now()
-	s, err := settle(ctx, t, 0, o.Quiet, o.Wait)
+	s, err := settle(ctx, t, 0, 0, o.Quiet, o.Wait)
 	if err != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled (%s stays open)", t.ID())
 	}
@@ -215,14 +215,14 @@ func send(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 		return tool.Result{}, toolError(err)
 	}
 	if background {
-		return startJob(ctx, o, c, t, text, from)
+		return startJob(ctx, o, c, t, text, from, strings.Count(input, "\r")+strings.Count(input, "\n"))
 	}
 	if !submit {
 		return result(fmt.Sprintf("Sent %d bytes to %s (no Enter). Read the output with terminal_read (offset %d).", len(text), id, from),
 			map[string]any{"terminalId": id, "offset": from}), nil
 	}
 	start := time.Now()
-	s, err := settle(ctx, t, from, o.Quiet, wait)
+	s, err := settle(ctx, t, from, strings.Count(input, "\r")+strings.Count(input, "\n"), o.Quiet, wait)
 	if err != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled (the text was sent; %s stays open)", id)
 	}
@@ -233,7 +233,7 @@ func send(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 }
 
 // startJob follows the output of a background send as a job.
-func startJob(ctx context.Context, o Options, c *tool.Call, t *terminal.Terminal, text string, from int64) (tool.Result, error) {
+func startJob(ctx context.Context, o Options, c *tool.Call, t *terminal.Terminal, text string, from int64, lines int) (tool.Result, error) {
 	label := strings.TrimSpace(text)
 	if line, _, cut := strings.Cut(label, "\n"); cut {
 		label = line + " …"
@@ -244,7 +244,7 @@ func startJob(ctx context.Context, o Options, c *tool.Call, t *terminal.Terminal
 	label = t.ID() + ": " + label
 	job, err := o.Jobs.Start(ctx, jobs.Spec{
 		Kind: JobKind, Owner: c.SessionID, Description: label,
-		Run: func(jctx context.Context, out io.Writer) (jobs.Outcome, error) { return follow(jctx, t, from, out) },
+		Run: func(jctx context.Context, out io.Writer) (jobs.Outcome, error) { return follow(jctx, t, from, lines, out) },
 	})
 	if err != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeFailed, "could not start the background job: %v", err)
@@ -256,7 +256,7 @@ func startJob(ctx context.Context, o Options, c *tool.Call, t *terminal.Terminal
 // follow streams the terminal's output from offset pos into out until
 // the prompt returns, the terminal exits, or the job is killed (which
 // interrupts the terminal's foreground job).
-func follow(ctx context.Context, t *terminal.Terminal, pos int64, out io.Writer) (jobs.Outcome, error) {
+func follow(ctx context.Context, t *terminal.Terminal, pos int64, lines int, out io.Writer) (jobs.Outcome, error) {
 	from := pos
 	for {
 		ch, total, running := t.Changed()
@@ -274,10 +274,8 @@ func follow(ctx context.Context, t *terminal.Terminal, pos int64, out io.Writer)
 			}
 			return jobs.Outcome{Note: t.ID() + " closed"}, nil
 		}
-		if p := t.Prompt(); p != nil && total > from {
-			if p.MatchString(terminal.Clean(t.Read(max(from, total-4096), 0).Data)) {
-				return jobs.Outcome{Note: "the prompt returned"}, nil
-			}
+		if atPrompt(t, from, total, lines) {
+			return jobs.Outcome{Note: "the prompt returned"}, nil
 		}
 		select {
 		case <-ch:
@@ -393,7 +391,7 @@ func signal(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 		return tool.Result{}, toolError(err)
 	}
 	start := time.Now()
-	s, err := settle(ctx, t, from, o.Quiet, min(o.Wait, 5*time.Second))
+	s, err := settle(ctx, t, from, 0, o.Quiet, min(o.Wait, 5*time.Second))
 	if err != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled (the signal was sent)")
 	}
