@@ -34,6 +34,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
+	"github.com/dsh-dev/dsh/internal/terminal"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
 	toolsmcp "github.com/dsh-dev/dsh/internal/tools/mcp"
@@ -53,6 +54,8 @@ type App struct {
 	sbMu      sync.Mutex
 	sandboxes map[string]*sandbox.Sandbox // guarded by sbMu; by backend order
 	jobs      *jobHub
+	// terms are the sessions' terminals (terminal_* tools).
+	terms *terminal.Manager
 	live      live
 
 	subMu     sync.Mutex
@@ -177,7 +180,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub(),
+	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub(), terms: terminal.New(terminal.Options{}),
 		extraTools: append([]tool.Definition(nil), o.Tools...)}, nil
 }
 
@@ -216,6 +219,9 @@ func (a *App) Close() error {
 	}
 	if a.jobs != nil {
 		_ = a.jobs.reg.Close()
+	}
+	if a.terms != nil {
+		a.terms.Shutdown()
 	}
 	a.closeMCP()
 	return a.Store.Close()
@@ -271,6 +277,7 @@ type Session struct {
 	Projections *projection.Projections
 
 	jobs    *jobHub
+	terms   *terminal.Manager
 	live    *live
 	manager *subagent.Manager
 	// titler is the session-title call, nil without a title model.
@@ -532,7 +539,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
 	wired, hooksDone = true, true
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, terms: a.terms, live: &a.live, manager: a.manager, titler: e.titler,
 		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks}, nil
 }
 

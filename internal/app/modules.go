@@ -324,5 +324,6 @@ func modules() *compose.Registry {
 	registerCodexModules(must)
 	registerClaudeModules(must)
 	registerMCPModules(must)
+	registerTerminalModules(must)
 	return r
 }

@@ -100,6 +100,9 @@ type Spec struct {
 	Sandbox string
 	// Redact removes secrets from output text (nil: none).
 	Redact func(string) string
+	// MaxPerOwner and Scrollback override the Manager's options for this
+	// terminal when > 0 (a profile row's configuration).
+	MaxPerOwner, Scrollback int
 }
 
 // Info is a snapshot of a terminal.
@@ -178,9 +181,16 @@ func (m *Manager) Open(ctx context.Context, spec Spec) (*Terminal, error) {
 			running++
 		}
 	}
-	if running >= m.max {
+	limit, scrollback := m.max, m.scrollback
+	if spec.MaxPerOwner > 0 {
+		limit = spec.MaxPerOwner
+	}
+	if spec.Scrollback > 0 {
+		scrollback = spec.Scrollback
+	}
+	if running >= limit {
 		m.mu.Unlock()
-		return nil, errorf(CodeLimit, nil, "this session already runs %d terminals (the limit); close one with terminal_close first", m.max)
+		return nil, errorf(CodeLimit, nil, "this session already runs %d terminals (the limit); close one with terminal_close first", limit)
 	}
 	m.seq++
 	id := "term-" + strconv.Itoa(m.seq)
@@ -200,7 +210,7 @@ func (m *Manager) Open(ctx context.Context, spec Spec) (*Terminal, error) {
 	}
 	t := &Terminal{
 		id: id, spec: spec, pid: p.Pid(), master: master, p: p, started: time.Now(),
-		done: make(chan struct{}), out: newRing(m.scrollback), changed: make(chan struct{}),
+		done: make(chan struct{}), out: newRing(scrollback), changed: make(chan struct{}),
 	}
 	m.mu.Lock()
 	if m.closed {

@@ -75,6 +75,9 @@ type Options struct {
 	// ReadLimit is how many bytes a read or send returns at most by
 	// default; <= 0 means DefaultReadLimit.
 	ReadLimit int
+	// MaxPerSession and Scrollback override the Manager's limits
+	// (terminal.Spec) when > 0.
+	MaxPerSession, Scrollback int
 }
 
 func (o Options) withDefaults() Options {

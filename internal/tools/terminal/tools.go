@@ -85,7 +85,8 @@ func open(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 	}
 	spec := terminal.Spec{
 		Owner: c.SessionID, Name: name, Type: typ, Command: command, Argv: argv, Dir: dir, Env: env, Prompt: k.prompt,
-		Redact: func(s string) string { return bash.RedactSecrets(s, secrets) },
+		Redact:      func(s string) string { return bash.RedactSecrets(s, secrets) },
+		MaxPerOwner: o.MaxPerSession, Scrollback: o.Scrollback,
 	}
 	if o.Confine != nil {
 		cf, err := o.Confine(c, argv)
@@ -244,7 +245,9 @@ func startJob(ctx context.Context, o Options, c *tool.Call, t *terminal.Terminal
 	label = t.ID() + ": " + label
 	job, err := o.Jobs.Start(ctx, jobs.Spec{
 		Kind: JobKind, Owner: c.SessionID, Description: label,
-		Run: func(jctx context.Context, out io.Writer) (jobs.Outcome, error) { return follow(jctx, t, from, lines, out) },
+		Run: func(jctx context.Context, out io.Writer) (jobs.Outcome, error) {
+			return follow(jctx, t, from, lines, out)
+		},
 	})
 	if err != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeFailed, "could not start the background job: %v", err)
