@@ -56,7 +56,7 @@ type App struct {
 	jobs      *jobHub
 	// terms are the sessions' terminals (terminal_* tools).
 	terms *terminal.Manager
-	live      live
+	live  live
 
 	subMu     sync.Mutex
 	subagents *subagent.Service // guarded by subMu; created on first use
