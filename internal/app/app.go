@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -276,8 +277,10 @@ type Session struct {
 	// pressure, incrementally.
 	Projections *projection.Projections
 
-	jobs    *jobHub
-	terms   *terminal.Manager
+	jobs  *jobHub
+	terms *terminal.Manager
+	// closers end what the session's tools keep (persistent shells).
+	closers []io.Closer
 	live    *live
 	manager *subagent.Manager
 	// titler is the session-title call, nil without a title model.
@@ -390,7 +393,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
 		app: a, human: w.human, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
 		warn:   func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
-		effort: string(effort),
+		effort: string(effort), bashMode: preset.Bash,
 	}
 	e.pipe = tool.NewPipeline(e.reg)
 	for _, t := range preset.Tools {
@@ -539,7 +542,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
 	wired, hooksDone = true, true
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, terms: a.terms, live: &a.live, manager: a.manager, titler: e.titler,
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, terms: a.terms, closers: e.closers, live: &a.live, manager: a.manager, titler: e.titler,
 		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks}, nil
 }
 

@@ -158,6 +158,9 @@ func (s *Session) Close() {
 		// The session's terminals end with it (TERM, then KILL).
 		s.terms.CloseOwner(s.Log.ID())
 	}
+	for _, c := range s.closers {
+		_ = c.Close()
+	}
 	if s.mcpBridge != nil {
 		s.mcpBridge.Close()
 	}

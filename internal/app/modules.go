@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,11 @@ type env struct {
 	pendingContext []string
 	// titler makes the session-title call (the session-title module).
 	titler *titler
+	// bashMode is the preset's bash implementation ("persistent" or
+	// oneshot); closers end what tools keep per session (persistent
+	// shells) when the session closes.
+	bashMode string
+	closers  []io.Closer
 }
 
 // plugin is a decoded module row that wires something into a session.
@@ -135,6 +141,10 @@ type modelDefaults struct {
 type presetDef struct {
 	Name  string   `yaml:"name"`
 	Tools []string `yaml:"tools"`
+	// Bash selects the bash tool's implementation: "oneshot" (the
+	// default: a fresh shell per command) or "persistent" (one shell per
+	// session, so cd and variables carry over).
+	Bash string `yaml:"bash,omitempty"`
 }
 
 // sectionDef is the value of a "prompt/section" row.
@@ -290,6 +300,9 @@ func modules() *compose.Registry {
 		if err == nil && v.Name == "" {
 			err = fmt.Errorf("an agent preset needs a name")
 		}
+		if err == nil && v.Bash != "" && v.Bash != "oneshot" && v.Bash != "persistent" {
+			err = fmt.Errorf("agent preset %s: bash must be oneshot or persistent", v.Name)
+		}
 		return v, err
 	}})
 	must(compose.Module{Name: "prompt/section", Doc: "a system prompt section", Decode: func(n *yaml.Node) (any, error) {
@@ -314,7 +327,13 @@ func modules() *compose.Registry {
 		if !c.NoBackground {
 			reg = e.app.jobs.reg
 		}
-		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: c.EnvPassthrough}), nil
+		o := bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: c.EnvPassthrough}
+		if e.bashMode == "persistent" {
+			def, closer := bash.NewPersistent(o)
+			e.closers = append(e.closers, closer)
+			return def, nil
+		}
+		return bash.New(o), nil
 	}))
 	registerTitleModule(must)
 	registerToolModules(must)
