@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 	"github.com/dsh-dev/dsh/internal/proc/proctest"
+	"github.com/dsh-dev/dsh/internal/session"
 )
 
 // terminalPatch offers the terminal tools in the standard preset.
@@ -88,5 +89,88 @@ func TestTerminalREPLEndsWithDsh(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The minimal preset's bash is one shell for the session: cd and a
+// variable set in one call are there in the next.
+func TestMinimalPresetBashIsPersistent(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("mkdir -p deep/er && cd deep/er && N=7")}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo \"$N in $(basename \"$PWD\")\"")}},
+		llmtest.Response{Text: "done"})
+	if _, stderr, code := e.dsh("", "run", "--agent-preset", "minimal", "go"); code != 0 {
+		t.Fatalf("run: %d %s", code, stderr)
+	}
+	msgs := e.srv.Requests()[2].Messages()
+	if res := msgText(msgs[len(msgs)-1]); !strings.Contains(res, "7 in er\n") || !strings.Contains(res, "[exit code: 0]") {
+		t.Fatalf("the second call did not see the first's state: %s", res)
+	}
+	// The standard preset's bash is still one shell per call.
+	e.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("N=7")}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{bashCall("echo \"[${N:-unset}]\"")}},
+		llmtest.Response{Text: "done"})
+	if _, stderr, code := e.dsh("", "run", "go"); code != 0 {
+		t.Fatalf("run: %d %s", code, stderr)
+	}
+	msgs = e.srv.Requests()[5].Messages()
+	if res := msgText(msgs[len(msgs)-1]); !strings.Contains(res, "[unset]") {
+		t.Fatalf("standard bash kept state: %s", res)
+	}
+}
+
+// Text typed into a terminal is a command to the permission rules and
+// the approval service: a deny rule refuses it, an ask rule puts the
+// exact text to the approver (here the policy never: refused).
+func TestTerminalSendGoesThroughRules(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.home, "config.yaml"), `
+profile:
+  - id: permissions
+    module: permissions
+    config:
+      rules:
+        - {tool: terminal_send, command_prefix: "git push", action: deny, reason: "no pushing"}
+        - {tool: terminal_send, command_prefix: rm, action: ask}
+`, 0o600)
+	patch := filepath.Join(t.TempDir(), "patch.yaml")
+	writeFile(t, patch, terminalPatch, 0o600)
+	e.srv.Enqueue(llmtest.Response{ToolCalls: []llmtest.ToolCall{termCall("terminal_open", map[string]any{"type": "shell"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{termCall("terminal_send", map[string]any{"session_id": "term-1", "text": "git push origin main"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{termCall("terminal_send", map[string]any{"session_id": "term-1", "text": "rm -rf build"})}},
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{termCall("terminal_send", map[string]any{"session_id": "term-1", "text": "echo ok-$((6*7))"})}},
+		llmtest.Response{Text: "done"})
+	// --approval never: nobody answers (a run on a terminal would ask
+	// there), and the question is still logged.
+	stdout, stderr, code := e.dsh("", "run", "--json", "--approval", "never", "--patch", patch, "go")
+	if code != 0 {
+		t.Fatalf("run: %d %s\n%s", code, stderr, stdout)
+	}
+	events, _ := parseJSONRun(t, stdout)
+	var results []session.ToolResult
+	var asked []map[string]any
+	for _, ev := range events {
+		switch ev.Type {
+		case session.TypeToolResult:
+			var r session.ToolResult
+			_ = ev.Decode(&r)
+			results = append(results, r)
+		case session.TypeApprovalAsked:
+			var a map[string]any
+			_ = ev.Decode(&a)
+			asked = append(asked, a)
+		}
+	}
+	if len(results) != 4 {
+		t.Fatalf("results: %+v", results)
+	}
+	if r := results[1]; r.Error == nil || r.Error.Code != "PERMISSION_DENIED" {
+		t.Errorf("git push: %+v", r)
+	}
+	if r := results[2]; !r.IsError || len(asked) != 1 || asked[0]["command"] != "rm -rf build" || asked[0]["toolName"] != "terminal_send" {
+		t.Errorf("rm: %+v, asked %v", r, asked)
+	}
+	if r := results[3]; r.IsError || !strings.Contains(fmt.Sprint(r.Content), "ok-42") {
+		t.Errorf("echo: %+v", r)
 	}
 }

@@ -194,7 +194,11 @@ func (m *Manager) Open(ctx context.Context, spec Spec) (*Terminal, error) {
 	}
 	m.seq++
 	id := "term-" + strconv.Itoa(m.seq)
+	dropped := m.pruneLocked(spec.Owner, limit)
 	m.mu.Unlock()
+	// Forgotten exited terminals: their pumps have ended; this only
+	// closes their masters.
+	shutdownAll(dropped)
 
 	master, slave, err := openPTY()
 	if err != nil {
@@ -497,6 +501,27 @@ func (m *Manager) Shutdown() {
 	}
 	m.mu.Unlock()
 	shutdownAll(ts)
+}
+
+// pruneLocked forgets owner's oldest exited terminals beyond keep, so
+// that a session opening and abandoning terminals does not hold their
+// scrollback forever; call with m.mu held.
+func (m *Manager) pruneLocked(owner string, keep int) []*Terminal {
+	var exited []*Terminal
+	for _, t := range m.terms {
+		if t.spec.Owner == owner && !t.Info().Running {
+			exited = append(exited, t)
+		}
+	}
+	if len(exited) <= keep {
+		return nil
+	}
+	slices.SortFunc(exited, func(a, b *Terminal) int { return a.started.Compare(b.started) })
+	drop := exited[:len(exited)-keep]
+	for _, t := range drop {
+		delete(m.terms, t.id)
+	}
+	return drop
 }
 
 // shutdownAll ends terminals in parallel: each teardown may wait out a

@@ -342,6 +342,9 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		}
 	}
 
+	if o.shells != nil && !a.Background && a.SandboxPermissions == "" {
+		return executePersistent(ctx, o, c, a, timeout, notes)
+	}
 	env, secrets := environ(c.SessionID, o.EnvPassthrough)
 	argv := []string{o.Shell, "-c", a.Command}
 	var conf *Confinement
@@ -356,10 +359,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	if a.Background {
 		return startBackground(ctx, o, c, a, background{argv: argv, env: env, secrets: secrets, dir: dir, conf: conf, timeout: timeout, notes: notes})
 	}
-	if o.shells != nil && a.SandboxPermissions == "" {
-		return executePersistent(ctx, o, c, a, timeout, notes)
-	}
-	if o.shells != nil {
+	if o.shells != nil && !a.Background {
 		notes = append(notes, "[ran in a one-off shell: an escalated command does not see or change the persistent shell's state]")
 	}
 
