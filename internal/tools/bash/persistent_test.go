@@ -2,9 +2,11 @@ package bash
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -51,5 +53,43 @@ func TestPersistentShell(t *testing.T) {
 	}
 	if out, _ := run(map[string]any{"command": "echo 'quote'\"s\" $((1+1))"}); !strings.Contains(out, "quotes 2") {
 		t.Fatalf("a new shell after exit: %q", out)
+	}
+}
+
+// The persistent shell runs in the sandbox like a one-shot command: a
+// write outside the workspace fails with the denial marker, and the
+// shell's state still carries over.
+func TestPersistentShellRealSandbox(t *testing.T) {
+	for _, b := range []sandbox.Backend{sandbox.NewBwrap(""), sandbox.NewLandlock("")} {
+		t.Run(b.Name(), func(t *testing.T) {
+			if err := b.Probe(); err != nil {
+				t.Skipf("%s unavailable: %v", b.Name(), err)
+			}
+			var h *harness
+			confine := func(c *tool.Call, argv []string) (Confinement, error) {
+				p := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: h.cwd}
+				cf, err := b.Confine(argv, p)
+				return Confinement{Confined: cf, Policy: p}, err
+			}
+			def, closer := NewPersistent(Options{Confine: confine})
+			t.Cleanup(func() { _ = closer.Close() })
+			reg := tool.NewRegistry()
+			if err := reg.Register("", def); err != nil {
+				t.Fatal(err)
+			}
+			h = &harness{p: tool.NewPipeline(reg), cwd: t.TempDir()}
+			res := h.run(context.Background(), t, map[string]any{"command": "X=kept; touch inside && echo wrote"})
+			if out := text(res); !strings.Contains(out, "wrote") || metaOf(t, res).SandboxMode != string(sandbox.WorkspaceWrite) {
+				t.Fatalf("inside: %q", out)
+			}
+			res = h.run(context.Background(), t, map[string]any{"command": "echo $X; touch /usr/dsh-persistent-escape"})
+			if out := text(res); !strings.Contains(out, "kept\n") || !strings.Contains(out, "[sandbox: file access denied") || !metaOf(t, res).SandboxDenied {
+				t.Fatalf("outside: %q", out)
+			}
+			if _, err := os.Stat("/usr/dsh-persistent-escape"); err == nil {
+				os.Remove("/usr/dsh-persistent-escape")
+				t.Fatal("the write outside the workspace went through")
+			}
+		})
 	}
 }

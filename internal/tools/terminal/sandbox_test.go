@@ -56,6 +56,17 @@ func TestSandboxConfinesTerminal(t *testing.T) {
 			if !strings.Contains(out, "Error") {
 				t.Fatalf("python wrote outside: %q", out)
 			}
+			// The REPL is the terminal's foreground inside the sandbox:
+			// INT reaches it through the namespaces.
+			term, _ := h.mgr.Get(h.sid, pid)
+			_, from, _ := term.Changed()
+			h.ok(SendName, map[string]any{"session_id": pid, "text": "print('spin' + 'ning', flush=True); exec('while True: pass')", "wait_ms": 1})
+			waitFor(t, term, from, "spinning\n")
+			_, from, _ = term.Changed()
+			if _, err := h.call(SignalName, map[string]any{"session_id": pid, "signal": "INT"}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, term, from, "KeyboardInterrupt")
 		})
 	}
 }
