@@ -25,6 +25,9 @@ type terminalsDef struct {
 	// MaxWait the most a call may ask for.
 	Wait    time.Duration `yaml:"wait,omitempty"`
 	MaxWait time.Duration `yaml:"max_wait,omitempty"`
+	// Quiet is how long output must pause before a send without its
+	// prompt back counts as settled (doubled when the type has a prompt).
+	Quiet time.Duration `yaml:"quiet,omitempty"`
 	// ReadLimit is how many bytes a read or send returns by default.
 	ReadLimit int `yaml:"read_limit,omitempty"`
 	// NoBackground removes run_in_background from terminal_send.
@@ -43,7 +46,7 @@ func (d terminalsDef) apply(e *env) error {
 	}
 	defs := termtools.New(termtools.Options{
 		Manager: e.app.terms, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: d.EnvPassthrough,
-		Wait: d.Wait, MaxWait: d.MaxWait, ReadLimit: d.ReadLimit, MaxPerSession: d.MaxPerSession, Scrollback: d.Scrollback,
+		Wait: d.Wait, MaxWait: d.MaxWait, Quiet: d.Quiet, ReadLimit: d.ReadLimit, MaxPerSession: d.MaxPerSession, Scrollback: d.Scrollback,
 	})
 	offered := false
 	for _, def := range defs {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,13 +17,46 @@ import (
 	"github.com/dsh-dev/dsh/internal/session"
 )
 
-// terminalPatch offers the terminal tools in the standard preset.
+// terminalPatch offers the terminal tools in the standard preset; sends
+// settle on the prompt only (a loaded machine may pause the output).
 const terminalPatch = `- id: preset.standard
   module: agent-preset
   config:
     name: standard
     tools: [bash, terminal_open, terminal_send, terminal_read, terminal_signal, terminal_list, terminal_close]
+- id: tool.terminal
+  module: tool/terminal
+  config: {quiet: 60s, wait: 60s}
 `
+
+// procsIn lists the live processes whose working directory is dir (a
+// process in a sandbox's mount namespace sees the same path: the
+// workspace is bound at its own path).
+func procsIn(dir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && cwd == dir && proctest.Alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// hasComm reports whether one of pids runs a program whose name starts
+// with comm.
+func hasComm(pids []int, comm string) bool {
+	for _, pid := range pids {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), comm) {
+			return true
+		}
+	}
+	return false
+}
 
 func termCall(name string, args map[string]any) llmtest.ToolCall {
 	b, _ := json.Marshal(args)
@@ -37,9 +72,13 @@ func TestTerminalREPLEndsWithDsh(t *testing.T) {
 			e := newEnv(t)
 			patch := filepath.Join(t.TempDir(), "patch.yaml")
 			writeFile(t, patch, terminalPatch, 0o600)
-			marker := fmt.Sprintf("dsh-term-%d", time.Now().UnixNano())
+			// The REPL is found by its working directory, a fresh one.
+			dir := filepath.Join(e.cwd, fmt.Sprintf("repl-%d", time.Now().UnixNano()))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			fifo, lines := proctest.Fifo(t)
-			open := termCall("terminal_open", map[string]any{"type": "command", "command": "exec python3 -q -i -c 'import sys' " + marker})
+			open := termCall("terminal_open", map[string]any{"type": "python", "cwd": dir})
 			send := termCall("terminal_send", map[string]any{"session_id": "term-1",
 				"text": "x = 41; open(" + fmt.Sprintf("%q", fifo) + ", 'w').write('x=%d\\n' % (x + 1))"})
 			read := termCall("terminal_send", map[string]any{"session_id": "term-1", "text": "print('value', x * 2)"})
@@ -69,8 +108,9 @@ func TestTerminalREPLEndsWithDsh(t *testing.T) {
 				_ = c.Wait()
 				t.Fatalf("the REPL never wrote: %s", stderr.String())
 			}
-			if len(proctest.Marked(marker)) == 0 {
-				t.Fatal("no process of the terminal found")
+			pids := procsIn(dir)
+			if !hasComm(pids, "python3") {
+				t.Fatalf("the REPL is not among the processes in its directory: %v", pids)
 			}
 			if kill {
 				_ = syscall.Kill(c.Process.Pid, syscall.SIGKILL)
@@ -78,8 +118,10 @@ func TestTerminalREPLEndsWithDsh(t *testing.T) {
 			} else if err := c.Wait(); err != nil {
 				t.Fatalf("dsh run: %v\n%s", err, stderr.String())
 			}
-			if left := proctest.Survivors(marker, 30*time.Second); len(left) > 0 {
-				t.Fatalf("terminal processes outlived dsh: %v", left)
+			for _, pid := range pids {
+				if !proctest.WaitExit(pid, 30*time.Second) {
+					t.Fatalf("terminal process %d outlived dsh (of %v)", pid, pids)
+				}
 			}
 			if !kill {
 				// The second send read the REPL's state back.

@@ -3,6 +3,9 @@ package host_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,14 +27,21 @@ profile:
     config:
       name: standard
       tools: [terminal_open, terminal_send, terminal_list, terminal_close]
+  - id: tool.terminal
+    module: tool/terminal
+    config: {quiet: 60s, wait: 60s}
 `)
-	marker := fmt.Sprintf("dsh-host-term-%d", time.Now().UnixNano())
+	// The REPL is found by its working directory, a fresh one.
+	dir := filepath.Join(f.cwd, fmt.Sprintf("repl-%d", time.Now().UnixNano()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	call := func(name string, args map[string]any) llmtest.Response {
 		b, _ := json.Marshal(args)
 		return llmtest.Response{ToolCalls: []llmtest.ToolCall{{Name: name, Arguments: string(b)}}}
 	}
 	f.srv.Enqueue(
-		call("terminal_open", map[string]any{"type": "command", "command": "exec python3 -q -i -c 'import sys' " + marker}),
+		call("terminal_open", map[string]any{"type": "python", "cwd": dir}),
 		call("terminal_send", map[string]any{"session_id": "term-1", "text": "v = 'kept'"}),
 		llmtest.Response{Text: "opened"},
 		call("terminal_send", map[string]any{"session_id": "term-1", "text": "print(v.upper())"}),
@@ -52,7 +62,8 @@ profile:
 	}
 	f.send(id, "open a python terminal", host.DeliveryQueue)
 	until(t, s, turnEnd)
-	if len(proctest.Marked(marker)) == 0 {
+	pids := procsIn(dir)
+	if len(pids) == 0 {
 		t.Fatal("the terminal's REPL is not running between turns")
 	}
 	f.send(id, "read the variable", host.DeliveryQueue)
@@ -70,7 +81,25 @@ profile:
 		t.Fatalf("the second turn did not read the REPL's state: %d turns", ends)
 	}
 	f.dispose(id)
-	if left := proctest.Survivors(marker, 30*time.Second); len(left) > 0 {
-		t.Fatalf("terminal processes outlived the disposed session: %v", left)
+	for _, pid := range pids {
+		if !proctest.WaitExit(pid, 30*time.Second) {
+			t.Fatalf("terminal process %d outlived the disposed session (of %v)", pid, pids)
+		}
 	}
+}
+
+// procsIn lists the live processes whose working directory is dir.
+func procsIn(dir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && cwd == dir && proctest.Alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

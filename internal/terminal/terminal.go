@@ -152,8 +152,6 @@ type Terminal struct {
 	// done is closed when the reader has seen the end of the output and
 	// the command's group is torn down.
 	done chan struct{}
-	// writeMu serialises writes so that two sends do not interleave.
-	writeMu sync.Mutex
 
 	mu      sync.Mutex
 	out     *ring         // guarded by mu
@@ -301,8 +299,8 @@ func (t *Terminal) Write(ctx context.Context, p []byte) error {
 	if !t.Info().Running {
 		return t.closedError()
 	}
-	t.writeMu.Lock()
-	defer t.writeMu.Unlock()
+	// No lock of ours is held over the write: the file's own write lock
+	// keeps two writes from interleaving, and Write writes everything.
 	deadline := time.Now().Add(writeWait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d

@@ -56,6 +56,11 @@ func newHarness(t *testing.T, o Options) *harness {
 		// A send settles on its prompt; the wait only bounds a stuck one.
 		o.Wait = eventually
 	}
+	if o.Quiet == 0 {
+		// Never settle on a pause, which a loaded machine can make:
+		// only the prompt, the exit or the wait end a send here.
+		o.Quiet = eventually
+	}
 	for _, d := range New(o) {
 		h.tools[d.Name] = d
 	}

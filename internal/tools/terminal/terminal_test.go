@@ -46,11 +46,11 @@ func TestPythonREPLAcrossSends(t *testing.T) {
 func TestReadPagingAfterWrap(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.mgr = terminal.New(terminal.Options{Scrollback: 4096})
-	for _, d := range New(Options{Manager: h.mgr, Jobs: h.jobs, Wait: eventually}) {
+	for _, d := range New(Options{Manager: h.mgr, Jobs: h.jobs, Wait: eventually, Quiet: eventually}) {
 		h.tools[d.Name] = d
 	}
 	t.Cleanup(h.mgr.Shutdown)
-	_, meta := h.ok(OpenName, map[string]any{"type": "command", "command": `for i in $(seq 1 1000); do printf 'line %04d\n' $i; done; echo END; exec cat`})
+	_, meta := h.ok(OpenName, map[string]any{"type": "command", "command": `for i in $(seq 1 1000); do printf 'line %04d\n' $i; done; echo END; exec cat`, "wait_ms": 1})
 	id := meta["terminalId"].(string)
 	term, err := h.mgr.Get(h.sid, id)
 	if err != nil {
@@ -159,7 +159,7 @@ func alive(pid int) bool {
 func TestErrors(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.mgr = terminal.New(terminal.Options{MaxPerOwner: 1})
-	for _, d := range New(Options{Manager: h.mgr, Jobs: h.jobs, Wait: eventually}) {
+	for _, d := range New(Options{Manager: h.mgr, Jobs: h.jobs, Wait: eventually, Quiet: eventually}) {
 		h.tools[d.Name] = d
 	}
 	t.Cleanup(h.mgr.Shutdown)
@@ -175,7 +175,7 @@ func TestErrors(t *testing.T) {
 	if !strings.Contains(out, "done") || !strings.Contains(out, "exited with status 3") {
 		t.Fatalf("read of an exited terminal: %s", out)
 	}
-	_, meta = h.ok(OpenName, map[string]any{"type": "command", "command": "exec cat"})
+	_, meta = h.ok(OpenName, map[string]any{"type": "command", "command": "exec cat", "wait_ms": 1})
 	if _, err := h.call(OpenName, map[string]any{"type": "shell"}); code(err) != terminal.CodeLimit {
 		t.Fatalf("over the limit: %v", err)
 	}
@@ -229,10 +229,15 @@ func TestBackgroundSendIsJob(t *testing.T) {
 	if _, err := h.jobs.WaitOutput(ctx, jobID, int64(len(echo+"start\n")-1)); err != nil {
 		t.Fatal(err)
 	}
+	term, _ := h.mgr.Get(h.sid, id)
+	_, from, _ := term.Changed()
 	j, err = h.jobs.Kill(ctx, jobID)
 	if err != nil || j.Status != jobs.Killed {
 		t.Fatalf("kill: %+v %v", j, err)
 	}
+	// The shell's prompt after the interrupt: input typed before it would
+	// be typeahead, echoed before that prompt.
+	waitFor(t, term, from, "$ ")
 	out2, _ := h.ok(SendName, map[string]any{"session_id": id, "text": "echo after=$((40+2))"})
 	if !strings.Contains(out2, "after=42") {
 		t.Fatalf("the shell did not survive the interrupt: %q", out2)

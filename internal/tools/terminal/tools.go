@@ -30,7 +30,8 @@ func openTool(o Options) tool.Definition {
 			`"type":{"type":"string","enum":["shell","python","node","command"],"description":"shell (interactive bash), python (python3 REPL), node (Node.js REPL), or command (runs the command parameter)."},` +
 			`"name":{"type":"string","description":"A short label for the terminal."},` +
 			`"cwd":{"type":"string","description":"Directory to start in; relative paths resolve against the session working directory (the default)."},` +
-			`"command":{"type":"string","description":"With type command: the command line to run (through bash -c)."}` +
+			`"command":{"type":"string","description":"With type command: the command line to run (through bash -c)."},` +
+			fmt.Sprintf(`"wait_ms":{"type":"integer","minimum":1,"maximum":%d,"description":"How long to wait for the first output to settle (default %d)."}`, o.MaxWait.Milliseconds(), o.Wait.Milliseconds()) +
 			`},"required":["type"],"additionalProperties":false}`),
 		Timeout: o.MaxWait + time.Minute,
 		Execute: func(ctx context.Context, c *tool.Call) (tool.Result, error) { return open(ctx, o, c) },
@@ -61,6 +62,12 @@ func open(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 	command, err := f.str("command", false)
 	if err != nil {
 		return tool.Result{}, err
+	}
+	wait := o.Wait
+	if ms, ok, err := f.integer("wait_ms", 1, o.MaxWait.Milliseconds()); err != nil {
+		return tool.Result{}, err
+	} else if ok {
+		wait = time.Duration(ms) * time.Millisecond
 	}
 	argv := k.argv
 	switch {
@@ -105,7 +112,7 @@ func open(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 	}
 	// The first output: a REPL's banner and prompt, a server's start-up.
 	start := time.Now()
-	s, err := settle(ctx, t, 0, 0, o.Quiet, o.Wait)
+	s, err := settle(ctx, t, 0, 0, o.Quiet, wait)
 	if err != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled (%s stays open)", t.ID())
 	}
