@@ -260,7 +260,7 @@ func startJob(ctx context.Context, o Options, c *tool.Call, t *terminal.Terminal
 		return tool.Result{}, tool.Errorf(tool.CodeFailed, "could not start the background job: %v", err)
 	}
 	return result(fmt.Sprintf("Sent to %s; following its output as background job %s. Read it with job_output (job_id %q); job_kill interrupts it (SIGINT to the terminal).", t.ID(), job.ID, job.ID),
-		map[string]any{"terminalId": t.ID(), "jobId": job.ID, "offset": from}), nil
+		map[string]any{"terminalId": t.ID(), "background": true, "jobId": job.ID, "offset": from}), nil
 }
 
 // follow streams the terminal's output from offset pos into out until
