@@ -214,6 +214,7 @@ func (m *Manager) Open(ctx context.Context, spec Spec) (*Terminal, error) {
 		id: id, spec: spec, pid: p.Pid(), master: master, p: p, started: time.Now(),
 		done: make(chan struct{}), out: newRing(scrollback), changed: make(chan struct{}),
 	}
+	go t.pump()
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -222,7 +223,6 @@ func (m *Manager) Open(ctx context.Context, spec Spec) (*Terminal, error) {
 	}
 	m.terms[id] = t
 	m.mu.Unlock()
-	go t.pump()
 	return t, nil
 }
 

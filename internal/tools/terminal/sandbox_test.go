@@ -3,6 +3,7 @@
 package terminal
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,5 +69,47 @@ func TestSandboxConfinesTerminal(t *testing.T) {
 			}
 			waitFor(t, term, from, "KeyboardInterrupt")
 		})
+	}
+}
+
+// In danger-full-access a terminal runs unconfined under the sandbox's
+// lifetime-only supervisor, still with the PTY as its controlling
+// terminal.
+func TestSupervisedTerminal(t *testing.T) {
+	sb := sandbox.New()
+	confine := func(c *tool.Call, argv []string) (bash.Confinement, error) {
+		return bash.Confinement{Confined: sb.Supervise(argv), Policy: sandbox.Policy{Mode: sandbox.DangerFullAccess}}, nil
+	}
+	h := newHarness(t, Options{Confine: confine})
+	_, meta := h.ok(OpenName, map[string]any{"type": "python"})
+	id := meta["terminalId"].(string)
+	term, _ := h.mgr.Get(h.sid, id)
+	_, from, _ := term.Changed()
+	h.ok(SendName, map[string]any{"session_id": id, "text": "import time; print('sle' + 'eping', flush=True); time.sleep(1000)", "wait_ms": 1})
+	waitFor(t, term, from, "sleeping\n")
+	_, from, _ = term.Changed()
+	if _, err := h.call(SignalName, map[string]any{"session_id": id, "signal": "INT"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, term, from, "KeyboardInterrupt")
+	// TERM goes to the foreground group through TIOCGPGRP: the REPL ends.
+	if _, err := h.call(SignalName, map[string]any{"session_id": id, "signal": "TERM"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), eventually)
+	defer cancel()
+	for {
+		ch, _, running := term.Changed()
+		if !running {
+			break
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatal("the REPL survived SIGTERM")
+		}
+	}
+	if i := term.Info(); i.ExitCode == nil {
+		t.Fatalf("no exit status: %+v", i)
 	}
 }
