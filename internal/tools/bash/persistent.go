@@ -2,6 +2,7 @@ package bash
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,10 +25,10 @@ import (
 // set options) carries over to the next. Each command runs as
 //
 //	eval -- '<command>' </dev/null 2>&1
-//	printf '\n<marker> %d\n' "$?"
+//	printf '\n<marker> %d %s\n' "$?" "$PWD"
 //
 // and its output is what comes before the marker, whose number is the
-// exit code. The command reads /dev/null, never the protocol. On a
+// exit code (and the shell's directory afterwards, the result's workdir). The command reads /dev/null, never the protocol. On a
 // timeout or a cancellation the whole shell (its process group) is
 // killed, as a one-shot command is, and the next call starts a new one:
 // the result says that the state is lost. The same happens when the
@@ -234,14 +235,16 @@ func executePersistent(ctx context.Context, o Options, c *tool.Call, a args, tim
 	}
 	marker := newEndMarker()
 	cmd := "eval -- " + shellQuote(a.Command)
+	runDir := "" // the subshell's directory of a workdir call
 	if a.Workdir != "" {
 		dir, err := resolveWorkdir(c.Cwd, a.Workdir)
 		if err != nil {
 			return tool.Result{}, err
 		}
 		cmd = "( builtin cd -- " + shellQuote(dir) + " && " + cmd + " )"
+		runDir = dir
 	}
-	script := cmd + " </dev/null 2>&1\nprintf '\\n" + marker + " %d\\n' \"$?\"\n"
+	script := cmd + " </dev/null 2>&1\nprintf '\\n" + marker + " %d %s\\n' \"$?\" \"$PWD\"\n"
 	s.mu.Lock()
 	s.out.reset(o.OutputLimit)
 	s.mu.Unlock()
@@ -256,6 +259,7 @@ func executePersistent(ctx context.Context, o Options, c *tool.Call, a args, tim
 	end := []byte("\n" + marker + " ")
 	var (
 		exit              = -1
+		workdir           = cmp.Or(runDir, c.Cwd)
 		timedOut, aborted bool
 		shellExit, elided = false, int64(0)
 		head, tail        []byte
@@ -266,7 +270,9 @@ func executePersistent(ctx context.Context, o Options, c *tool.Call, a args, tim
 		ch, eof := s.changed, s.eof
 		if i := bytes.Index(s.out.tail, end); i >= 0 {
 			if j := bytes.IndexByte(s.out.tail[i+len(end):], '\n'); j >= 0 {
-				exit, _ = strconv.Atoi(string(s.out.tail[i+len(end) : i+len(end)+j]))
+				code, pwd, _ := strings.Cut(string(s.out.tail[i+len(end):i+len(end)+j]), " ")
+				exit, _ = strconv.Atoi(code)
+				workdir = cmp.Or(runDir, pwd)
 				head, tail, elided = s.out.head, s.out.tail[:i], s.out.elided
 				total = s.out.total - int64(len(s.out.tail)-i)
 				s.mu.Unlock()
@@ -317,7 +323,7 @@ func executePersistent(ctx context.Context, o Options, c *tool.Call, a args, tim
 		text.WriteString(n + "\n")
 	}
 	res := tool.Result{}
-	m := meta{ExitCode: exit, DurationMs: time.Since(start).Milliseconds(), ElidedBytes: elided, TotalBytes: total, Workdir: c.Cwd, TimedOut: timedOut, Cancelled: aborted}
+	m := meta{ExitCode: exit, DurationMs: time.Since(start).Milliseconds(), ElidedBytes: elided, TotalBytes: total, Workdir: workdir, TimedOut: timedOut, Cancelled: aborted}
 	switch {
 	case timedOut:
 		fmt.Fprintf(&text, "[timed out after %s; the shell was killed: the next command starts a new shell (cd and variables are reset)]", human(timeout))
