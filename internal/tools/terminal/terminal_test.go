@@ -3,6 +3,7 @@ package terminal
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -241,5 +242,24 @@ func TestBackgroundSendIsJob(t *testing.T) {
 	out2, _ := h.ok(SendName, map[string]any{"session_id": id, "text": "echo after=$((40+2))"})
 	if !strings.Contains(out2, "after=42") {
 		t.Fatalf("the shell did not survive the interrupt: %q", out2)
+	}
+}
+
+// The node and shell types keep state across sends too.
+func TestNodeAndShellTypes(t *testing.T) {
+	h := newHarness(t, Options{})
+	if _, err := exec.LookPath("node"); err == nil {
+		_, meta := h.ok(OpenName, map[string]any{"type": "node"})
+		id := meta["terminalId"].(string)
+		h.ok(SendName, map[string]any{"session_id": id, "text": "let n = 20"})
+		if out, _ := h.ok(SendName, map[string]any{"session_id": id, "text": "n + 22"}); !strings.Contains(out, "42") {
+			t.Fatalf("node: %q", out)
+		}
+	}
+	_, meta := h.ok(OpenName, map[string]any{"type": "shell", "cwd": "."})
+	id := meta["terminalId"].(string)
+	h.ok(SendName, map[string]any{"session_id": id, "text": "mkdir -p d && cd d && V=7"})
+	if out, _ := h.ok(SendName, map[string]any{"session_id": id, "text": `echo "$V in ${PWD##*/}"`}); !strings.Contains(out, "7 in d\n") {
+		t.Fatalf("shell: %q", out)
 	}
 }
