@@ -341,8 +341,10 @@ func kindOf(name string) string {
 		return "read"
 	case "write", "edit", "str_replace_based_edit_tool":
 		return "edit"
-	case "bash":
+	case "bash", "terminal_open", "terminal_send", "terminal_signal":
 		return "execute"
+	case "terminal_read":
+		return "read"
 	case "glob", "grep":
 		return "search"
 	case "web_fetch", "web_search":
@@ -376,6 +378,10 @@ func title(name string, args obj) string {
 		key = str(args, "url")
 	case "web_search":
 		key = str(args, "query")
+	case "terminal_send":
+		key = strings.TrimSpace(str(args, "session_id") + " " + str(args, "text"))
+	case "terminal_open":
+		key = str(args, "command", "type")
 	default:
 		key = str(args, "description", "prompt", "path", "command", "id")
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -34,6 +35,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/store/sqlite"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/subagent/catalog"
+	"github.com/dsh-dev/dsh/internal/terminal"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/fs"
 	toolsmcp "github.com/dsh-dev/dsh/internal/tools/mcp"
@@ -54,7 +56,9 @@ type App struct {
 	sbMu      sync.Mutex
 	sandboxes map[string]*sandbox.Sandbox // guarded by sbMu; by backend order
 	jobs      *jobHub
-	live      live
+	// terms are the sessions' terminals (terminal_* tools).
+	terms *terminal.Manager
+	live  live
 
 	subMu     sync.Mutex
 	subagents *subagent.Service // guarded by subMu; created on first use
@@ -178,7 +182,7 @@ func Open(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub(),
+	return &App{Home: home, Config: cfg, Store: st, Catalog: provider.NewCatalog(cfg, nil), Composition: comp, jobs: newJobHub(), terms: terminal.New(terminal.Options{}),
 		extraTools: append([]tool.Definition(nil), o.Tools...)}, nil
 }
 
@@ -217,6 +221,9 @@ func (a *App) Close() error {
 	}
 	if a.jobs != nil {
 		_ = a.jobs.reg.Close()
+	}
+	if a.terms != nil {
+		a.terms.Shutdown()
 	}
 	a.closeMCP()
 	return a.Store.Close()
@@ -274,7 +281,10 @@ type Session struct {
 	// pressure, incrementally.
 	Projections *projection.Projections
 
-	jobs    *jobHub
+	jobs  *jobHub
+	terms *terminal.Manager
+	// closers end what the session's tools keep (persistent shells).
+	closers []io.Closer
 	live    *live
 	manager *subagent.Manager
 	// titler is the session-title call, nil without a title model.
@@ -391,7 +401,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
 		app: a, human: w.human, asker: w.asker, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
 		warn:   func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
-		effort: string(effort),
+		effort: string(effort), bashMode: preset.Bash,
 	}
 	e.pipe = tool.NewPipeline(e.reg)
 	for _, t := range preset.Tools {
@@ -543,7 +553,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
 	wired, hooksDone = true, true
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
+	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, terms: a.terms, closers: e.closers, live: &a.live, manager: a.manager, titler: e.titler,
 		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, plan: e.plan}, nil
 }
 

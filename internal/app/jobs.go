@@ -143,7 +143,8 @@ func (s *Session) Quiet() bool {
 // background job notices.
 func (s *Session) NoteHumanTurn() { s.jobs.notifier.NoteHumanTurn(s.Log.ID()) }
 
-// Close releases the session: its background jobs are cancelled, its log
+// Close releases the session: its background jobs are cancelled and its
+// terminals closed, its log
 // is no longer reachable by delegation tools, and, for a session this
 // process holds the lease of, what is still pending is flushed and the
 // lease released, so another process can resume it at once.
@@ -153,6 +154,13 @@ func (s *Session) Close() {
 	s.SettleTitle(context.Background())
 	s.hooks.close("other")
 	s.jobs.detach(s.Log.ID())
+	if s.terms != nil {
+		// The session's terminals end with it (TERM, then KILL).
+		s.terms.CloseOwner(s.Log.ID())
+	}
+	for _, c := range s.closers {
+		_ = c.Close()
+	}
 	if s.mcpBridge != nil {
 		s.mcpBridge.Close()
 	}

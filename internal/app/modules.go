@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,11 @@ type env struct {
 	pendingContext []string
 	// titler makes the session-title call (the session-title module).
 	titler *titler
+	// bashMode is the preset's bash implementation ("persistent" or
+	// oneshot); closers end what tools keep per session (persistent
+	// shells) when the session closes.
+	bashMode string
+	closers  []io.Closer
 }
 
 // plugin is a decoded module row that wires something into a session.
@@ -140,6 +146,10 @@ type modelDefaults struct {
 type presetDef struct {
 	Name  string   `yaml:"name"`
 	Tools []string `yaml:"tools"`
+	// Bash selects the bash tool's implementation: "oneshot" (the
+	// default: a fresh shell per command) or "persistent" (one shell per
+	// session, so cd and variables carry over).
+	Bash string `yaml:"bash,omitempty"`
 }
 
 // sectionDef is the value of a "prompt/section" row.
@@ -295,6 +305,9 @@ func modules() *compose.Registry {
 		if err == nil && v.Name == "" {
 			err = fmt.Errorf("an agent preset needs a name")
 		}
+		if err == nil && v.Bash != "" && v.Bash != "oneshot" && v.Bash != "persistent" {
+			err = fmt.Errorf("agent preset %s: bash must be oneshot or persistent", v.Name)
+		}
 		return v, err
 	}})
 	must(compose.Module{Name: "prompt/section", Doc: "a system prompt section", Decode: func(n *yaml.Node) (any, error) {
@@ -319,7 +332,13 @@ func modules() *compose.Registry {
 		if !c.NoBackground {
 			reg = e.app.jobs.reg
 		}
-		return bash.New(bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: c.EnvPassthrough}), nil
+		o := bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: c.EnvPassthrough}
+		if e.bashMode == "persistent" {
+			def, closer := bash.NewPersistent(o)
+			e.closers = append(e.closers, closer)
+			return def, nil
+		}
+		return bash.New(o), nil
 	}))
 	registerTitleModule(must)
 	registerToolModules(must)
@@ -330,5 +349,6 @@ func modules() *compose.Registry {
 	registerCodexModules(must)
 	registerClaudeModules(must)
 	registerMCPModules(must)
+	registerTerminalModules(must)
 	return r
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/bash"
+	termtools "github.com/dsh-dev/dsh/internal/tools/terminal"
 )
 
 // Answerer names used in approval/decided.
@@ -216,7 +217,37 @@ func (s *Service) decide(ctx context.Context, q Question) (Verdict, error) {
 
 // commandOf extracts a bash call's exact command and the directory it
 // runs in (its workdir resolved against the session cwd).
+//
+// A terminal's input is a command too: for terminal_send the exact text
+// typed (what runs in the shell or REPL), for terminal_open the command
+// it starts (its type's program for a shell or REPL) and its cwd.
 func commandOf(toolName string, args json.RawMessage, cwd string) (string, string) {
+	switch toolName {
+	case termtools.SendName:
+		var a struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(args, &a)
+		return a.Text, cwd
+	case termtools.OpenName:
+		var a struct {
+			Type    string `json:"type"`
+			Command string `json:"command"`
+			Cwd     string `json:"cwd"`
+		}
+		_ = json.Unmarshal(args, &a)
+		if a.Command == "" {
+			a.Command = a.Type + " terminal"
+		}
+		if a.Cwd != "" {
+			if filepath.IsAbs(a.Cwd) {
+				cwd = filepath.Clean(a.Cwd)
+			} else {
+				cwd = filepath.Join(cwd, a.Cwd)
+			}
+		}
+		return a.Command, cwd
+	}
 	if toolName != bash.Name {
 		return "", cwd
 	}

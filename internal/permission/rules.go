@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/tool"
 	"github.com/dsh-dev/dsh/internal/tools/bash"
+	termtools "github.com/dsh-dev/dsh/internal/tools/terminal"
 )
 
 // Rule actions.
@@ -23,8 +24,9 @@ const (
 type Rule struct {
 	// Tool is the tool name the rule applies to.
 	Tool string `yaml:"tool" json:"tool"`
-	// CommandPrefix (bash only) restricts the rule to commands whose
-	// leading words are these words, e.g. "git push".
+	// CommandPrefix (bash, terminal_send, terminal_open) restricts the
+	// rule to commands whose leading words are these words, e.g. "git
+	// push".
 	CommandPrefix string `yaml:"command_prefix,omitempty" json:"command_prefix,omitempty"`
 	// Action is allow, ask or deny.
 	Action string `yaml:"action" json:"action"`
@@ -76,8 +78,8 @@ func NewRules(rows []Rule) (*Rules, error) {
 		}
 		c := compiledRule{Rule: row}
 		if row.CommandPrefix != "" {
-			if row.Tool != bash.Name {
-				return nil, fmt.Errorf("permission rule %d (%s): command_prefix applies only to the bash tool", i+1, row.Tool)
+			if !prefixTools[row.Tool] {
+				return nil, fmt.Errorf("permission rule %d (%s): command_prefix applies only to bash, terminal_send and terminal_open", i+1, row.Tool)
 			}
 			c.words = strings.Fields(row.CommandPrefix)
 			if len(c.words) == 0 {
@@ -110,7 +112,7 @@ func (r *Rules) Evaluate(toolName string, args json.RawMessage) (action, reason 
 		m := matchSure
 		if rule.words != nil {
 			if !parsed {
-				cmds, parsed = bashCommands(args), true
+				cmds, parsed = commandsOf(toolName, args), true
 			}
 			m = matchPrefix(cmds, rule.words)
 		}
@@ -141,6 +143,9 @@ func describeRule(r Rule) string {
 	what := r.Tool + " calls"
 	if r.CommandPrefix != "" {
 		what = "bash commands starting with `" + r.CommandPrefix + "`"
+		if r.Tool != bash.Name {
+			what = r.Tool + " commands starting with `" + r.CommandPrefix + "`"
+		}
 	}
 	switch r.Action {
 	case ActionDeny:
@@ -190,13 +195,32 @@ type word struct {
 // maxShellDepth bounds recursion into bash -c and eval strings.
 const maxShellDepth = 4
 
-// bashCommands parses the bash call's command into simple commands.
-func bashCommands(args json.RawMessage) []simpleCommand {
+// prefixTools are the tools whose calls carry a shell command that a
+// command_prefix rule can match: bash's command, the text typed into a
+// terminal (terminal_send) and the command a terminal starts
+// (terminal_open). Text typed into a REPL is parsed as shell too; what
+// does not parse counts as a possible match (see Rules).
+var prefixTools = map[string]bool{bash.Name: true, termtools.SendName: true, termtools.OpenName: true}
+
+// commandsOf parses the command of a call to one of prefixTools into
+// simple commands.
+func commandsOf(toolName string, args json.RawMessage) []simpleCommand {
 	var a struct {
 		Command string `json:"command"`
+		Text    string `json:"text"`
+		Type    string `json:"type"`
 	}
 	if json.Unmarshal(args, &a) != nil {
 		return []simpleCommand{{unknown: true}}
+	}
+	switch toolName {
+	case termtools.SendName:
+		return parseCommands(a.Text, 0)
+	case termtools.OpenName:
+		if a.Command == "" {
+			// A shell or REPL: its program is the command.
+			return []simpleCommand{{words: []word{{text: a.Type, lit: true}}}}
+		}
 	}
 	return parseCommands(a.Command, 0)
 }

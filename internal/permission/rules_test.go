@@ -119,7 +119,7 @@ func TestNewRulesRejects(t *testing.T) {
 	}{
 		{Rule{Action: ActionDeny}, "tool is required"},
 		{Rule{Tool: "bash", Action: "maybe"}, `action "maybe" must be allow, ask or deny`},
-		{Rule{Tool: "write", CommandPrefix: "x", Action: ActionDeny}, "command_prefix applies only to the bash tool"},
+		{Rule{Tool: "write", CommandPrefix: "x", Action: ActionDeny}, "command_prefix applies only to bash, terminal_send and terminal_open"},
 		{Rule{Tool: "bash", CommandPrefix: "  ", Action: ActionDeny}, "command_prefix is blank"},
 	}
 	for _, tt := range tests {

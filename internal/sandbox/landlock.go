@@ -155,6 +155,10 @@ type helperSpec struct {
 	// which confines the rest) it is the only restriction the helper
 	// adds.
 	Gate *gateSpec `json:"gate,omitempty"`
+	// TTY starts the command as the leader of a new session whose
+	// controlling terminal is its standard input (a PTY's slave), instead
+	// of in a process group of the helper's session (see ControllingTTY).
+	TTY bool `json:"tty,omitempty"`
 }
 
 // Confine implements Backend.

@@ -223,15 +223,19 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 	if err != nil {
 		wd = ""
 	}
+	// Its own group, so that signals are forwarded exactly once.
+	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if spec.TTY {
+		// A session of its own, still one group to forward to, with the
+		// terminal on fd 0 as its controlling terminal: the line
+		// discipline's ^C and TIOCSIG then reach its foreground job.
+		sys = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
+	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   wd,
 		Env:   env,
 		Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{
-			// Its own group, so that signals are forwarded exactly once.
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
-		},
+		Sys:   sys,
 	})
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) {

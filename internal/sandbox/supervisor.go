@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -113,4 +114,32 @@ func helperArgv(self string, spec helperSpec, argv []string) []string {
 	out := make([]string, 0, 4+len(argv))
 	out = append(out, self, HelperArg, base64.RawURLEncoding.EncodeToString(enc), "--")
 	return append(out, argv...)
+}
+
+// ControllingTTY wraps argv so that it runs as the leader of a new
+// session whose controlling terminal is its standard input, which must
+// be a terminal (the slave of a PTY dsh holds). It goes inside the
+// confinement: `Confine(ControllingTTY(argv))`. Bubblewrap starts its
+// command without a controlling terminal (--new-session), and the
+// helpers run theirs in a process group of their own session, where a
+// read from the terminal would stop the command (SIGTTIN); under this
+// helper the command, and the jobs a shell in it starts, are the
+// terminal's foreground, so ^C written to the PTY and TIOCSIG on its
+// master reach them, and nothing they start outlives them (the helper
+// is a subreaper and sweeps on exit, as in lifetime-only mode). A PTY
+// opened by its own process cannot be used to inject input into any
+// other terminal, so the TIOCSTI reason for --new-session does not apply.
+// It fails in a binary that does not host the helper.
+func ControllingTTY(argv []string) ([]string, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("sandbox: empty argv")
+	}
+	if !helperHosted.Load() || !supervisable {
+		return nil, errors.New("sandbox: this binary does not host the helper (main must call sandbox.RunHelperIfRequested)")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: cannot find own executable: %w", err)
+	}
+	return helperArgv(self, helperSpec{Lifetime: true, TTY: true}, argv), nil
 }

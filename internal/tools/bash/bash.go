@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -80,6 +81,13 @@ type Options struct {
 	// by the call's session. Nil removes the parameter from the schema
 	// and the description.
 	Jobs *jobs.Registry
+	// Persistent runs foreground commands in one long-lived shell per
+	// session, so that cd, variables and the like carry over between
+	// calls (persistent.go). Use NewPersistent, which returns the closer
+	// that ends the shells.
+	Persistent bool
+
+	shells *shellPool
 }
 
 func (o Options) withDefaults() Options {
@@ -124,8 +132,21 @@ func New(opts Options) tool.Definition {
 	}
 }
 
+// NewPersistent returns the bash tool with a persistent shell per
+// session (Options.Persistent) and the closer that kills the shells,
+// which the session's owner calls when the session ends.
+func NewPersistent(opts Options) (tool.Definition, io.Closer) {
+	opts.Persistent = true
+	opts.shells = newShellPool()
+	return New(opts), opts.shells
+}
+
 func describe(o Options) string {
 	text := docSection(sandboxSection(description, o.Confine != nil), "background", o.Jobs != nil)
+	if o.Persistent {
+		text += "\n\nCommands run one after another in the same shell: the working directory after `cd`, variables, functions and `set` options carry over to the next call. " +
+			"A command that times out is killed with its shell, and the next call starts a fresh shell in the session directory."
+	}
 	return strings.NewReplacer(
 		"{{DEFAULT_TIMEOUT_MS}}", strconv.FormatInt(o.DefaultTimeout.Milliseconds(), 10),
 		"{{DEFAULT_TIMEOUT}}", human(o.DefaultTimeout),
@@ -321,6 +342,9 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		}
 	}
 
+	if o.shells != nil && !a.Background && a.SandboxPermissions == "" {
+		return executePersistent(ctx, o, c, a, timeout, notes)
+	}
 	env, secrets := environ(c.SessionID, o.EnvPassthrough)
 	argv := []string{o.Shell, "-c", a.Command}
 	var conf *Confinement
@@ -334,6 +358,9 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	}
 	if a.Background {
 		return startBackground(ctx, o, c, a, background{argv: argv, env: env, secrets: secrets, dir: dir, conf: conf, timeout: timeout, notes: notes})
+	}
+	if o.shells != nil && !a.Background {
+		notes = append(notes, "[ran in a one-off shell: an escalated command does not see or change the persistent shell's state]")
 	}
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)

@@ -61,3 +61,15 @@ const redactedMarker = "[redacted secret]"
 func redactSecrets(s string, secrets []string) string {
 	return redact.String(s, redactedMarker, secrets...)
 }
+
+// Environ is the environment commands get: this process's, without
+// secret-looking variables (except passthrough), with DSH_SESSION_ID set
+// to sessionID; and the secret values removed, to redact from output.
+// The terminal tools give their PTYs the same.
+func Environ(sessionID string, passthrough []string) (env, secrets []string) {
+	return environ(sessionID, passthrough)
+}
+
+// RedactSecrets replaces every secret value in s (and its common
+// encodings) with the marker bash output uses.
+func RedactSecrets(s string, secrets []string) string { return redactSecrets(s, secrets) }
