@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dsh-dev/dsh/internal/goal"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -284,6 +285,9 @@ type Session struct {
 	// mcpOwn are the session's own servers (SessionOptions.MCPServers).
 	mcpBridge *toolsmcp.Bridge
 	mcpOwn    *mcp.Manager
+	// Goals is the session's goal keeper: the goal tools, the host's
+	// round driver and its goal commands change the goal through it.
+	Goals *goal.Keeper
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -383,7 +387,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
 		app: a, human: w.human, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
 		warn:   func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
-		effort: string(effort),
+		effort: string(effort), goals: goal.NewKeeper(log),
 	}
 	e.pipe = tool.NewPipeline(e.reg)
 	for _, t := range preset.Tools {
@@ -533,7 +537,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	a.live.add(log)
 	wired, hooksDone = true, true
 	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
-		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks}, nil
+		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, Goals: e.goals}, nil
 }
 
 func newMessageID() string {

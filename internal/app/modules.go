@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"github.com/dsh-dev/dsh/internal/goal"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,8 @@ type env struct {
 	pendingContext []string
 	// titler makes the session-title call (the session-title module).
 	titler *titler
+	// goals is the session's goal keeper (every session has one).
+	goals *goal.Keeper
 }
 
 // plugin is a decoded module row that wires something into a session.
@@ -320,6 +323,7 @@ func modules() *compose.Registry {
 	registerToolModules(must)
 	registerPermissionModules(must)
 	registerSubagentModules(must)
+	registerGoalModules(must)
 	registerACPModules(must)
 	registerCodexModules(must)
 	registerClaudeModules(must)

@@ -92,6 +92,10 @@ type entry struct {
 	sending   int           // guarded by mu; Sends between their check and their delivery
 	sendGen   uint64        // guarded by mu; counts Sends, so an idle check sees one that came and went
 	failure   error         // guarded by mu; why the owner stopped on its own
+
+	// goalMu makes starting a goal round exclusive between the driver
+	// (the owner goroutine) and a person's goal command.
+	goalMu sync.Mutex
 }
 
 // New returns a host over cfg.App.
@@ -331,7 +335,10 @@ func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 // which disposes it.
 func (h *Host) own(e *entry) {
 	defer close(e.owned)
-	err := e.sess.Agent.Serve(e.ctx, func(out agent.Outcome) { e.runDone(out) })
+	err := e.sess.Agent.Serve(e.ctx, func(out agent.Outcome) {
+		e.driveGoal(out) // before runDone, so RunUntilIdle sees a round it queues
+		e.runDone(out)
+	})
 	if e.ctx.Err() != nil {
 		return
 	}

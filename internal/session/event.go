@@ -51,6 +51,12 @@ const (
 	TypeSubagentStart      = "subagent/start"
 	TypeSubagentEnd        = "subagent/end"
 	TypeSubagentDescriptor = "subagent/descriptor"
+
+	// TypeGoalChange records every change of the session's goal (package
+	// goal folds it).
+	TypeGoalChange = "goal/change"
+	// TypeRalphRound records one finished round of the ralph tool.
+	TypeRalphRound = "ralph/round"
 )
 
 // knownTypes lists every event type this build understands. A stored
@@ -66,7 +72,7 @@ var knownTypes = map[string]bool{
 	TypeSandboxMode: true, TypeSandboxBackend: true, TypeApprovalPolicy: true,
 	TypeApprovalAsked: true, TypeApprovalDecided: true, TypePermissionPreset: true,
 	TypeSubagentStart: true, TypeSubagentEnd: true, TypeSubagentDescriptor: true,
-	TypeTitle: true,
+	TypeTitle: true, TypeGoalChange: true, TypeRalphRound: true,
 }
 
 // IsKnownType reports whether this build understands event type t.
