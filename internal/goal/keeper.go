@@ -315,9 +315,10 @@ var goalWord = regexp.MustCompile(`(?i)\bgoals?\b`)
 // Authorized is the human-authority rule for create_goal: the model may
 // create a goal only when a person asked for one in the turn that makes
 // the call, that is, when a user/message of the current turn (since its
-// turn/start) has source kind "user" (typed by a person: not a goal
-// round, a subagent's parent, a notice or injected context) and its text
-// contains the word "goal". A person who wants a goal without asking the
+// turn/start) comes from a person (source kind "user", or none: what the
+// host's Send delivers from a surface; not a goal round, a subagent's
+// parent, a notice or injected context) and its text contains the word
+// "goal". A person who wants a goal without asking the
 // model uses /goal, dsh run --goal or the HTTP API, which need no tool.
 func Authorized(log *session.Log) bool {
 	events := log.EventsView()
@@ -330,7 +331,7 @@ func Authorized(log *session.Log) bool {
 			if events[i].Decode(&m) != nil {
 				continue
 			}
-			if m.Source.Kind == "user" && goalWord.MatchString(m.Text()) {
+			if (m.Source.Kind == "user" || m.Source.Kind == "") && goalWord.MatchString(m.Text()) {
 				return true
 			}
 		}

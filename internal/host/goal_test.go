@@ -248,3 +248,67 @@ func TestGoalCancelPauses(t *testing.T) {
 		t.Fatalf("bad action: %v", err)
 	}
 }
+
+// toolCodes lists the outcome of every tool result in events ("ok" or
+// the error code), in log order.
+func toolCodes(events []session.Event) []string {
+	var codes []string
+	for _, e := range events {
+		if e.Type == session.TypeToolResult {
+			var tr session.ToolResult
+			_ = e.Decode(&tr)
+			if tr.Error != nil {
+				codes = append(codes, tr.Name+":"+tr.Error.Code)
+			} else {
+				codes = append(codes, tr.Name+":ok")
+			}
+		}
+	}
+	return codes
+}
+
+// TestCreateGoalHumanAuthority: the scripted model calls create_goal in
+// reply to a person who did not ask for a goal (refused,
+// GOAL_NOT_AUTHORIZED, no goal) and to one who did (created and armed:
+// its rounds follow the turn until the model completes it).
+func TestCreateGoalHumanAuthority(t *testing.T) {
+	f := newFixture(t, host.Config{})
+	var id string
+	f.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		body := string(r.Body)
+		n := r.ToolResultCount()
+		switch {
+		case n == 0 || (n == 1 && strings.Contains(body, "as a goal")):
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{
+				{Name: "create_goal", Arguments: `{"objective":"tidy the repo","max_goal_rounds":2}`},
+			}}
+		case n == 2:
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{{Name: "get_goal", Arguments: `{}`}}}
+		case n == 3 && strings.Contains(body, "[Goal round 1 of 2]"):
+			st, _ := f.h.Goal(t.Context(), id)
+			args, _ := json.Marshal(map[string]any{"goal_id": st.Goal.ID, "revision": st.Goal.Revision, "action": "complete"})
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{{Name: "update_goal", Arguments: string(args)}}}
+		}
+		return llmtest.Response{Text: "ok"}
+	})
+	id = f.create(host.CreateRequest{}).Header.ID
+	f.send(id, "tidy the repo", host.DeliveryQueue)
+	f.runIdle(id)
+	if st, _ := f.h.Goal(t.Context(), id); st.Goal != nil {
+		t.Fatalf("a goal without the person's ask: %+v", st.Goal)
+	}
+	f.send(id, "keep tidying the repo as a goal", host.DeliveryQueue)
+	f.runIdle(id)
+	events := f.stored(id)
+	want := "[create_goal:GOAL_NOT_AUTHORIZED create_goal:ok get_goal:ok update_goal:ok]"
+	if got := fmt.Sprint(toolCodes(events)); got != want {
+		t.Fatalf("tool results %s, want %s", got, want)
+	}
+	if n := len(goalRounds(t, events)); n != 1 {
+		t.Fatalf("%d rounds, want 1", n)
+	}
+	st, _ := f.h.Goal(t.Context(), id)
+	if st.Goal.Phase != goal.PhaseComplete {
+		t.Fatalf("goal %+v", st.Goal)
+	}
+}
