@@ -24,6 +24,7 @@ var commands = []slashCommand{
 	{"effort", "off|low|high|max", "switch the reasoning effort"},
 	{"permission", "PRESET", "switch the permission preset (read-only, workspace-write, auto, full-access)"},
 	{"compact", "", "summarise the conversation to free context"},
+	{"goal", "[OBJECTIVE|pause|resume|clear]", "pursue OBJECTIVE over several rounds; alone: show the goal"},
 	{"new", "", "start a new session in this directory"},
 	{"sessions", "", "pick a stored session (tab: this directory / all; type to search)"},
 	{"resume", "ID", "open a stored session"},
@@ -57,6 +58,8 @@ func (m *model) command(line string) tea.Cmd {
 			s, err := b.Compact(ctx, id)
 			return doneMsg{notice: s, err: err}
 		})
+	case "goal":
+		return m.goalCommand(arg)
 	case "new":
 		r := OpenRequest{Cwd: m.o.Cwd, Model: m.o.Open.Model, Effort: m.o.Open.Effort, Permission: m.o.Open.Permission}
 		return m.switchTo(r)

@@ -285,3 +285,14 @@ func TestBrowserHookDenial(t *testing.T) {
 	s := startServeWith(t, srv, map[string]string{"hooks.json": `{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "echo 'no pushing' >&2; exit 2"}]}]}}`})
 	scenario(t, b, s, "hook")
 }
+
+// TestBrowserGoal: a goal created through the API shows in the goal bar
+// (objective, phase, round n/max) as its rounds run to the cap.
+func TestBrowserGoal(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.SetFallback(func(llmtest.Request) llmtest.Response { return llmtest.Response{Text: "Renamed a few."} })
+	s := startServe(t, srv)
+	scenario(t, b, s, "goal")
+}
