@@ -161,3 +161,25 @@ func TestRalphCancel(t *testing.T) {
 		t.Fatalf("ralph result %+v", tr)
 	}
 }
+
+// TestRalphRoundFailed: a child that never reports through
+// structured_output ends the loop at its round with RALPH_ROUND_FAILED.
+func TestRalphRoundFailed(t *testing.T) {
+	f := newFixture(t, host.Config{})
+	f.srv.SetFallback(func(r llmtest.Request) llmtest.Response {
+		if roundOf.MatchString(string(r.Body)) {
+			return llmtest.Response{Text: "I would rather chat than report."}
+		}
+		if r.ToolResultCount() == 0 {
+			return llmtest.Response{ToolCalls: []llmtest.ToolCall{{Name: ralph.Name, Arguments: `{"objective":"anything"}`}}}
+		}
+		return llmtest.Response{Text: "ok"}
+	})
+	id := f.create(host.CreateRequest{}).Header.ID
+	f.send(id, "run the loop", host.DeliveryQueue)
+	f.runIdle(id)
+	tr, rounds := ralphResult(t, f.stored(id))
+	if !tr.IsError || tr.Error == nil || tr.Error.Code != ralph.CodeRoundFailed || len(rounds) != 1 || rounds[0].Done {
+		t.Fatalf("result %+v, rounds %+v", tr, rounds)
+	}
+}
