@@ -55,6 +55,10 @@ func TestRunGoalStopsAtCap(t *testing.T) {
 	if g, err := goal.Fold(stored); err != nil || g.Phase != goal.PhaseBlocked {
 		t.Fatalf("fold %+v, %v", g, err)
 	}
+	show, _, code := e.dsh("", "sessions", "show", res.SessionID)
+	if code != 0 || !strings.Contains(show, "[goal round 3]") || !strings.Contains(show, "[goal] block: port every module [blocked, round 3/3") {
+		t.Fatalf("sessions show: %d\n%s", code, show)
+	}
 	// Resumed, the goal is not armed: a prompt runs one turn, no round.
 	if _, stderr, code := e.dsh("", "run", "--resume", res.SessionID, "status?"); code != 0 {
 		t.Fatalf("resume: %d %s", code, stderr)
@@ -146,7 +150,7 @@ func TestRalphTree(t *testing.T) {
 		t.Fatalf("sessions tree: %d %s\n%s", code, stderr, tree)
 	}
 	// sessions show renders the new events without failing.
-	if show, stderr, code := e.dsh("", "sessions", "show", res.SessionID); code != 0 || show == "" {
+	if show, stderr, code := e.dsh("", "sessions", "show", res.SessionID); code != 0 || !strings.Contains(show, "[ralph] round 2/4 done") {
 		t.Fatalf("sessions show: %d %s", code, stderr)
 	}
 }
