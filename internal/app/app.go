@@ -495,6 +495,9 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 			return nil, &ConfigError{fmt.Errorf("agent preset %s names tool %q, but no enabled profile row provides it", preset.Name, name)}
 		}
 	}
+	if _, ok := e.reg.Lookup("", goal.ToolUpdate); !ok {
+		e.goals.NoTools() // round messages must not ask for a tool it lacks
+	}
 	system, err := e.prompt.Render(preset.Name, map[string]string{
 		"cwd": h.Cwd, "model": route.Provider + "/" + route.Model.ID, "provider": route.Provider,
 		"preset": preset.Name, "os": runtime.GOOS, "home": a.Home,

@@ -285,3 +285,18 @@ func TestArmingIsLive(t *testing.T) {
 		t.Fatalf("after interrupt %+v", st)
 	}
 }
+
+// TestRoundMessageWithoutTools: a session whose model has no update_goal
+// is not told to call it.
+func TestRoundMessageWithoutTools(t *testing.T) {
+	log := newLog(t, nil)
+	k := NewKeeper(log)
+	k.NoTools()
+	if _, err := k.Create(ByUser, "o", 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	msg, ok, err := k.NextRound()
+	if !ok || err != nil || strings.Contains(msg.Text(), "update_goal") || !strings.Contains(msg.Text(), "[Goal round 1 of 2]") {
+		t.Fatalf("%q %v %v", msg.Text(), ok, err)
+	}
+}

@@ -64,6 +64,9 @@ func Fold(events []session.Event) (*Goal, error) {
 type Keeper struct {
 	log *session.Log
 	now func() time.Time
+	// toolless: the session's model has no update_goal tool (a preset
+	// without it), so round messages do not tell it to call one.
+	toolless bool
 
 	mu sync.Mutex // held from the read of the state to its append
 }
@@ -72,6 +75,11 @@ type Keeper struct {
 func NewKeeper(log *session.Log) *Keeper {
 	return &Keeper{log: log, now: time.Now}
 }
+
+// NoTools tells the keeper that the session's model cannot call
+// update_goal, so round messages say that the rounds run to the cap or
+// until a person stops them. Call it before the session runs.
+func (k *Keeper) NoTools() { k.toolless = true }
 
 // State returns the current goal state.
 func (k *Keeper) State() (State, error) { return Current(k.log) }
@@ -274,6 +282,9 @@ func (k *Keeper) NextRound() (msg llm.Message, ok bool, err error) {
 	if _, err := k.append(cur, Change{Operation: OpRound, Goal: next, By: ByDriver, Armed: true}); err != nil {
 		return llm.Message{}, false, err
 	}
+	if k.toolless {
+		return roundMessage(*next, false), true, nil
+	}
 	return RoundMessage(*next), true, nil
 }
 
@@ -297,12 +308,17 @@ func (k *Keeper) Interrupt(reason string) (bool, error) {
 
 // RoundMessage is the user message that starts a round of g (g.Rounds is
 // the round's number): the objective and how to report the outcome.
-func RoundMessage(g Goal) llm.Message {
-	text := fmt.Sprintf("[Goal round %d of %d] Keep working toward the goal below. "+
-		"When it is fully achieved, call update_goal with goal_id %q, revision %d and action \"complete\". "+
+func RoundMessage(g Goal) llm.Message { return roundMessage(g, true) }
+
+func roundMessage(g Goal, tools bool) llm.Message {
+	how := fmt.Sprintf("When it is fully achieved, call update_goal with goal_id %q, revision %d and action \"complete\". "+
 		"If you cannot make progress without the user, call update_goal with action \"blocked\" and a reason. "+
-		"Otherwise do the next piece of work; another round follows when this turn ends.\n\nGoal: %s",
-		g.Rounds, g.MaxRounds, g.ID, g.Revision, g.Objective)
+		"Otherwise do the next piece of work; another round follows when this turn ends.", g.ID, g.Revision)
+	if !tools {
+		how = "Do the next piece of work; another round follows when this turn ends, until the round cap or until the user stops the goal. " +
+			"When the goal is already achieved, say so briefly and change nothing."
+	}
+	text := fmt.Sprintf("[Goal round %d of %d] Keep working toward the goal below. %s\n\nGoal: %s", g.Rounds, g.MaxRounds, how, g.Objective)
 	return llm.Message{
 		ID: newID(), Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(text)},
 		Source: llm.Source{Kind: "goal", GoalID: g.ID, Revision: g.Revision, Round: g.Rounds},
