@@ -9,6 +9,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/goal"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/subagent"
 )
 
 // Goal actions of SetGoal.
@@ -62,6 +63,16 @@ func (h *Host) SetGoal(ctx context.Context, id string, r GoalRequest) (goal.Stat
 	full, err := h.resolve(ctx, id)
 	if err != nil {
 		return goal.State{}, err
+	}
+	if e, _ := h.lookup(full); e == nil {
+		// A subagent child is its parent's to drive (as Send refuses).
+		hd, err := h.app.Store.Header(ctx, full)
+		if err != nil {
+			return goal.State{}, classify(err)
+		}
+		if hd.Origin == subagent.OriginSubagent {
+			return goal.State{}, errorf(CodeInvalidArgument, "session %s is a subagent child: its parent's session drives it", full)
+		}
 	}
 	e, done, err := h.deliverTo(ctx, full)
 	if err != nil {

@@ -106,6 +106,10 @@ func TestRalphDone(t *testing.T) {
 	if !strings.Contains(prompt, "RALPH OBJECTIVE") || strings.Contains(prompt, "run the loop") {
 		t.Fatalf("child prompt %s", prompt)
 	}
+	// A child is its parent's to drive: no goal through the host.
+	if _, err := f.h.SetGoal(t.Context(), rounds[0].ChildID, host.GoalRequest{Action: host.GoalCreate, Objective: "x"}); host.ErrorCode(err) != host.CodeInvalidArgument {
+		t.Fatalf("goal on a child: %v", err)
+	}
 }
 
 // TestRalphCap: no child ever reports done: three rounds, then
