@@ -91,7 +91,9 @@ func (k *Keeper) append(cur *Goal, c Change) (*Goal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := k.log.Append(session.TypeGoalChange, c); err != nil {
+	// Ignorable: an older build that does not know goals can still open
+	// the session (it loses only the goal, never the conversation).
+	if _, err := k.log.Append(session.TypeGoalChange, c, session.Ignorable()); err != nil {
 		return nil, fmt.Errorf("log goal/change: %w", err)
 	}
 	return next, nil

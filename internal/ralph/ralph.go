@@ -153,7 +153,9 @@ func run(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 			return tool.Result{}, err
 		}
 		rounds = append(rounds, r)
-		if _, err := parent.Append(session.TypeRalphRound, r); err != nil {
+		// Ignorable, like goal/change: the rounds' children and their
+		// subagent events say the same to a build that does not know it.
+		if _, err := parent.Append(session.TypeRalphRound, r, session.Ignorable()); err != nil {
 			return tool.Result{}, fmt.Errorf("log ralph/round: %w", err)
 		}
 		if r.StopReason != subagent.StopCompleted {
