@@ -70,12 +70,14 @@ func (t *translator) translate(e session.Event) []obj {
 	}
 	switch e.Type {
 	case session.TypeUserMessage:
-		if !t.replay {
-			return out // the client sent it
-		}
 		var m llm.Message
-		if e.Decode(&m) != nil || m.Source.Kind != "user" {
-			return out // harness context (runtime snapshots, notices) is not the user's
+		if e.Decode(&m) != nil {
+			return out
+		}
+		// A goal round's prompt comes from the host's goal driver, not the
+		// client, so it is shown live as well as in a replay.
+		if m.Source.Kind != "goal" && (!t.replay || m.Source.Kind != "user") {
+			return out // the client sent it, or harness context (runtime snapshots, notices)
 		}
 		for _, b := range m.Content {
 			if c, ok := contentOf(b); ok {

@@ -133,3 +133,29 @@ func TestFenced(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TestTranslateGoalRound: a goal round's prompt (the host's goal driver
+// wrote it, not the client) is a user_message_chunk live and in a replay;
+// a client's own prompt only in a replay; goal/change adds nothing.
+func TestTranslateGoalRound(t *testing.T) {
+	round := llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("[Goal round 1 of 3] …")}, Source: llm.Source{Kind: "goal", GoalID: "g", Revision: 1, Round: 1}}
+	own := llm.Message{Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("hi")}, Source: llm.Source{Kind: "user"}}
+	for _, replay := range []bool{false, true} {
+		tr := newTranslator("/w", replay)
+		var all []obj
+		for _, e := range []session.Event{
+			ev(t, session.TypeUserMessage, own),
+			ev(t, session.TypeGoalChange, map[string]any{"version": 1, "operation": "round"}),
+			ev(t, session.TypeUserMessage, round),
+		} {
+			all = append(all, tr.translate(e)...)
+		}
+		want := 1
+		if replay {
+			want = 2
+		}
+		if len(all) != want || all[len(all)-1]["sessionUpdate"] != "user_message_chunk" {
+			t.Errorf("replay=%v: %v", replay, all)
+		}
+	}
+}

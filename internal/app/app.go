@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dsh-dev/dsh/internal/goal"
 	"io"
 	"os"
 	"path/filepath"
@@ -301,6 +302,9 @@ type Session struct {
 	// plan is the session's plan mode (nil when the plan-mode row is
 	// disabled).
 	plan *question.Mode
+	// Goals is the session's goal keeper: the goal tools, the host's
+	// round driver and its goal commands change the goal through it.
+	Goals *goal.Keeper
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -401,7 +405,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		hooks: &agent.Hooks{}, tools: map[string]bool{}, tracker: fs.NewTracker(),
 		app: a, human: w.human, asker: w.asker, permPreset: w.permPreset, approval: w.approval, declined: map[string]bool{},
 		warn:   func(format string, args ...any) { fmt.Fprintf(os.Stderr, "dsh: "+format+"\n", args...) },
-		effort: string(effort), bashMode: preset.Bash,
+		effort: string(effort), bashMode: preset.Bash, goals: goal.NewKeeper(log),
 	}
 	e.pipe = tool.NewPipeline(e.reg)
 	for _, t := range preset.Tools {
@@ -509,6 +513,9 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 			return nil, &ConfigError{fmt.Errorf("agent preset %s names tool %q, but no enabled profile row provides it", preset.Name, name)}
 		}
 	}
+	if _, ok := e.reg.Lookup("", goal.ToolUpdate); !ok {
+		e.goals.NoTools() // round messages must not ask for a tool it lacks
+	}
 	system, err := e.prompt.Render(preset.Name, map[string]string{
 		"cwd": h.Cwd, "model": route.Provider + "/" + route.Model.ID, "provider": route.Provider,
 		"preset": preset.Name, "os": runtime.GOOS, "home": a.Home,
@@ -554,7 +561,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	a.live.add(log)
 	wired, hooksDone = true, true
 	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, terms: a.terms, closers: e.closers, live: &a.live, manager: a.manager, titler: e.titler,
-		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, plan: e.plan}, nil
+		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, plan: e.plan, Goals: e.goals}, nil
 }
 
 func newMessageID() string {

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"github.com/dsh-dev/dsh/internal/goal"
 	"io"
 	"os"
 	"path/filepath"
@@ -95,6 +96,8 @@ type env struct {
 	// shells) when the session closes.
 	bashMode string
 	closers  []io.Closer
+	// goals is the session's goal keeper (every session has one).
+	goals *goal.Keeper
 }
 
 // plugin is a decoded module row that wires something into a session.
@@ -345,6 +348,7 @@ func modules() *compose.Registry {
 	registerQuestionModules(must)
 	registerPermissionModules(must)
 	registerSubagentModules(must)
+	registerGoalModules(must)
 	registerACPModules(must)
 	registerCodexModules(must)
 	registerClaudeModules(must)

@@ -33,6 +33,7 @@ var commands = []command{
 		synopsis: []string{
 			"run [flags] PROMPT",
 			"run [flags] -             (read the prompt from standard input)",
+			"run [flags] --goal OBJECTIVE",
 		},
 		summary: "run the agent on one prompt, in a new or resumed session",
 		text: `Runs the agent until it answers, then prints the answer on standard output
@@ -55,9 +56,14 @@ prompt; put "--" before a prompt that starts with "-".`,
   --no-plan             leave plan mode (with --resume or --continue)
   --mcp-prompt SPEC     render the MCP prompt SERVER:PROMPT (or SERVER:PROMPT:{"arg":"value"})
                         as the user message, before PROMPT (which may then be left out)
-  --patch FILE          apply this profile patch file after config.yaml (repeatable)`,
+  --patch FILE          apply this profile patch file after config.yaml (repeatable)
+  --goal OBJECTIVE      pursue OBJECTIVE as a goal instead of answering a PROMPT: rounds
+                        run until the model completes it (exit 0), blocks it or the
+                        round cap is reached (exit 1)
+  --max-goal-rounds N   round cap of --goal (default 20)`,
 		examples: []string{
 			`dsh run "fix the failing test in ./parser"`,
+			`dsh run --goal "make every test in ./parser pass" --max-goal-rounds 10`,
 			`dsh run --mcp-prompt 'github:review-pr:{"number":"42"}'`,
 			`git diff | dsh run --permission read-only "review this diff" -`,
 			`dsh run --continue "now add a test for it"`,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/app"
+	"github.com/dsh-dev/dsh/internal/goal"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/mcp"
@@ -31,6 +32,8 @@ type RunResult struct {
 	Text      string    `json:"text"`
 	Usage     llm.Usage `json:"usage"`
 	Error     string    `json:"error,omitempty"`
+	// Goal is the goal of a --goal run as it ended.
+	Goal *goal.Goal `json:"goal,omitempty"`
 }
 
 func runCmd(ctx context.Context, args []string, stdio IO) int {
@@ -49,6 +52,8 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	quiet := fs.Bool("quiet", false, "no progress on stderr, even on a terminal")
 	showProgress := fs.Bool("progress", false, "stream progress to stderr even when it is no terminal")
 	mcpPromptSpec := fs.String("mcp-prompt", "", "render this MCP prompt (SERVER:PROMPT or SERVER:PROMPT:JSON) as the user message, before PROMPT")
+	goalText := fs.String("goal", "", "pursue this objective as a goal: rounds run until the model completes it or the round cap")
+	maxGoalRounds := fs.Int("max-goal-rounds", 0, "round cap of --goal (default 20)")
 	var patches patchFlags
 	fs.Var(&patches, "patch", "apply this profile patch file after config.yaml (repeatable)")
 	pos, err := parseInterspersed(fs, args)
@@ -57,7 +62,20 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		failed.result(err.Error())
 		return ExitUsage
 	}
-	if len(pos) != 1 && (len(pos) != 0 || *mcpPromptSpec == "") {
+	if *goalText != "" {
+		if len(pos) != 0 || *mcpPromptSpec != "" {
+			return failed.usage("--goal takes the objective in place of PROMPT and --mcp-prompt")
+		}
+		if strings.TrimSpace(*goalText) == "" {
+			return failed.usage("the goal is empty")
+		}
+	} else if *maxGoalRounds != 0 {
+		return failed.usage("--max-goal-rounds needs --goal")
+	}
+	if *maxGoalRounds < 0 || *maxGoalRounds > goal.MaxMaxRounds {
+		return failed.usage("--max-goal-rounds must be between 1 and %d", goal.MaxMaxRounds)
+	}
+	if *goalText == "" && len(pos) != 1 && (len(pos) != 0 || *mcpPromptSpec == "") {
 		return failed.usage("exactly one PROMPT argument is required (use - to read stdin)")
 	}
 	if *resume != "" && *cont {
@@ -81,7 +99,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 		prompt = string(b)
 	}
-	if strings.TrimSpace(prompt) == "" && *mcpPromptSpec == "" {
+	if strings.TrimSpace(prompt) == "" && *mcpPromptSpec == "" && *goalText == "" {
 		return failed.usage("the prompt is empty")
 	}
 
@@ -125,7 +143,9 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	id := info.Header.ID
 	failed.sessionID = id
 	log, _ := h.Log(id)
-	if prompt, err = mcpPrompt(ctx, func(name string) (*mcp.Server, bool) { return h.MCPServer(id, name) }, *mcpPromptSpec, prompt); err != nil {
+	if *goalText != "" {
+		// Nothing to render; the objective is the goal's.
+	} else if prompt, err = mcpPrompt(ctx, func(name string) (*mcp.Server, bool) { return h.MCPServer(id, name) }, *mcpPromptSpec, prompt); err != nil {
 		return failed.fail(err)
 	}
 	// The event stream (--json) and the subagent activity lines follow
@@ -169,7 +189,14 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 	}()
 
-	if err := h.Send(ctx, id, agent.NewUserMessage(prompt), host.DeliveryQueue); err != nil {
+	if *goalText != "" {
+		// A person asked for the goal: it is created armed and its first
+		// round starts at once; the driver runs the rest.
+		if _, err := h.SetGoal(ctx, id, host.GoalRequest{Action: host.GoalCreate, Objective: *goalText, MaxRounds: *maxGoalRounds}); err != nil {
+			finishStream()
+			return failed.fail(err)
+		}
+	} else if err := h.Send(ctx, id, agent.NewUserMessage(prompt), host.DeliveryQueue); err != nil {
 		finishStream() // the result line comes after every event
 		return failed.fail(err)
 	}
@@ -207,10 +234,14 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	} else if res.Reason.Failure != nil {
 		errText = res.Reason.Failure.Error()
 	}
+	var goalState *goal.Goal
+	if *goalText != "" {
+		goalState, status, exit = goalOutcome(ctx, h, id, status, exit, stdio)
+	}
 	// run/result comes after every event of the run.
 	finishStream()
 	if *asJSON {
-		_ = json.NewEncoder(out).Encode(RunResult{Type: "run/result", SessionID: id, Status: status, Text: res.Text, Usage: res.Usage, Error: errText})
+		_ = json.NewEncoder(out).Encode(RunResult{Type: "run/result", SessionID: id, Status: status, Text: res.Text, Usage: res.Usage, Error: errText, Goal: goalState})
 		_ = out.Flush()
 	} else if res.Text != "" {
 		fmt.Fprintln(stdio.Stdout, res.Text)
@@ -289,4 +320,35 @@ func childActivity(stdio IO, e session.Event, labels map[string]string) {
 			delete(labels, p.RunID)
 		}
 	}
+}
+
+// goalOutcome is the status and exit code of a --goal run: 0 when the
+// model completed the goal, 1 when it stopped blocked (by the model, or at
+// its round cap) and 130 when a person's cancel paused it; a run that
+// failed or was interrupted keeps its own. A line on stderr says how the
+// goal ended.
+func goalOutcome(ctx context.Context, h *host.Host, id, status string, exit int, stdio IO) (*goal.Goal, string, int) {
+	st, err := h.Goal(ctx, id)
+	if err != nil || st.Goal == nil {
+		return nil, status, exit
+	}
+	g := st.Goal
+	switch g.Phase {
+	case goal.PhaseComplete:
+		fmt.Fprintf(stdio.Stderr, "dsh: goal complete after %d of %d rounds\n", g.Rounds, g.MaxRounds)
+		if exit == ExitOK {
+			status = "goal-complete"
+		}
+	case goal.PhaseBlocked:
+		fmt.Fprintf(stdio.Stderr, "dsh: goal blocked after %d of %d rounds: %s\n", g.Rounds, g.MaxRounds, g.BlockedReason)
+		if exit == ExitOK {
+			status, exit = "goal-blocked", ExitFailed
+		}
+	default:
+		fmt.Fprintf(stdio.Stderr, "dsh: goal %s after %d of %d rounds\n", g.Phase, g.Rounds, g.MaxRounds)
+		if exit == ExitOK {
+			status, exit = "goal-"+g.Phase, ExitFailed
+		}
+	}
+	return g, status, exit
 }

@@ -100,6 +100,8 @@ func Transcript(h session.Header, events []session.Event) string {
 			switch {
 			case m.Source.Plugin == "compaction":
 				label = "summary"
+			case m.Source.Kind == "goal":
+				label = fmt.Sprintf("goal round %d", m.Source.Round)
 			case m.Source.Kind != "user":
 				label = "context"
 			}
@@ -166,6 +168,8 @@ func Transcript(h session.Header, events []session.Event) string {
 			var p session.LLMRetry
 			_ = e.Decode(&p)
 			fmt.Fprintf(&b, "[retry %d in %dms] %s\n", p.Retry, p.DelayMs, p.Failure.Error())
+		case session.TypeGoalChange, session.TypeRalphRound:
+			b.WriteString(goalLine(e))
 		case session.TypeTurnEnd:
 			var p session.TurnEnd
 			_ = e.Decode(&p)

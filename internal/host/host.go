@@ -103,6 +103,14 @@ type entry struct {
 	sending   int           // guarded by mu; Sends between their check and their delivery
 	sendGen   uint64        // guarded by mu; counts Sends, so an idle check sees one that came and went
 	failure   error         // guarded by mu; why the owner stopped on its own
+	// unsettled is set at a turn/start and cleared once the owner has
+	// handled the end of its run (runDone, after the goal driver), so
+	// RunUntilIdle never takes the gap between the two for idleness.
+	unsettled bool // guarded by mu
+
+	// goalMu makes starting a goal round exclusive between the driver
+	// (the owner goroutine) and a person's goal command.
+	goalMu sync.Mutex
 }
 
 // New returns a host over cfg.App.
@@ -315,7 +323,7 @@ func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 			return
 		case session.TypeTurnStart:
 			e.mu.Lock()
-			e.inTurn = true
+			e.inTurn, e.unsettled = true, true
 			e.mu.Unlock()
 		case session.TypeTurnEnd:
 			e.mu.Lock()
@@ -356,6 +364,7 @@ func (h *Host) own(e *entry) {
 	defer close(e.owned)
 	err := e.sess.Agent.Serve(e.ctx, func(out agent.Outcome) {
 		e.settlePlanMode()
+		e.driveGoal(out) // before runDone, so RunUntilIdle sees a round it queues
 		e.runDone(out)
 	})
 	if e.ctx.Err() != nil {
@@ -383,7 +392,7 @@ func (e *entry) runDone(out agent.Outcome) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.usage.Add(out.Usage)
-	e.last, e.ran = out, true
+	e.last, e.ran, e.unsettled = out, true, false
 	close(e.runEnded)
 	e.runEnded = make(chan struct{})
 }

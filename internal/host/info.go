@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"github.com/dsh-dev/dsh/internal/goal"
 	"io"
 	"time"
 
@@ -52,6 +53,9 @@ type Info struct {
 	PlanMode bool   `json:"planMode"`
 	ParentID string `json:"parentId,omitempty"`
 	Child    bool   `json:"child"`
+	// Goal is the session's goal and whether its rounds are armed (Get
+	// only; absent when the session never had one).
+	Goal *goal.State `json:"goal,omitempty"`
 }
 
 // ListFilter selects sessions for List.
@@ -178,6 +182,9 @@ func (h *Host) overlay(in *Info, e *entry, detail bool) {
 		if c, _, ok := projection.GetAs[projection.ContextPressure](p, projection.KeyContextPressure); ok {
 			in.Context = &ContextUse{UsedTokens: c.EstimatedTokens, WindowTokens: c.ContextWindow, Fraction: c.Fraction}
 		}
+		if st, err := e.sess.Goals.State(); err == nil && st.Goal != nil {
+			in.Goal = &st
+		}
 	}
 }
 
@@ -270,6 +277,10 @@ func (h *Host) info(ctx context.Context, id string) (Info, error) {
 	}
 	if c, ok := ps.(projection.ContextPressure); ok && c.AnchorSeq >= 0 {
 		in.Context = &ContextUse{UsedTokens: c.EstimatedTokens, WindowTokens: c.ContextWindow, Fraction: c.Fraction}
+	}
+	// A stored session's goal is never armed: only a live one runs rounds.
+	if g, err := goal.Fold(events); err == nil && g != nil {
+		in.Goal = &goal.State{Goal: g}
 	}
 	return in, nil
 }

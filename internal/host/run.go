@@ -297,6 +297,7 @@ func (h *Host) RunUntilIdle(ctx context.Context, id string) (agent.Outcome, erro
 		e.mu.Lock()
 		ended := e.runEnded
 		failure := e.failure
+		unsettled := e.unsettled
 		e.mu.Unlock()
 		if failure != nil {
 			return e.outcome(), failure
@@ -306,7 +307,9 @@ func (h *Host) RunUntilIdle(ctx context.Context, id string) (agent.Outcome, erro
 			return e.outcome(), ErrHostClosed
 		default:
 		}
-		busy := ag.Busy()
+		// A run that has ended but whose end the owner has not handled yet
+		// (the goal driver may queue a round) is still busy.
+		busy := ag.Busy() || unsettled
 		nt, ns := ag.Pending()
 		switch {
 		case busy:

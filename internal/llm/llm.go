@@ -71,7 +71,8 @@ func TextBlock(s string) Block { return Block{Type: BlockText, Text: s} }
 // Source says where a message came from.
 type Source struct {
 	// Kind is "user" (a human prompt), "model" (an assistant reply),
-	// "tool" (a tool result) or "plugin" (harness-injected context).
+	// "tool" (a tool result), "plugin" (harness-injected context) or
+	// "goal" (a goal round the goal driver started).
 	Kind     string `json:"kind"`
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
@@ -79,6 +80,11 @@ type Source struct {
 	Form     string `json:"form,omitempty"`
 	// Sections names the parts of a composed message (runtime context).
 	Sections []NamedText `json:"sections,omitempty"`
+	// GoalID, Revision and Round identify a goal round (kind "goal"):
+	// the goal, its revision when the round started, the round number.
+	GoalID   string `json:"goalId,omitempty"`
+	Revision int    `json:"revision,omitempty"`
+	Round    int    `json:"round,omitempty"`
 }
 
 // NamedText is a named piece of text.

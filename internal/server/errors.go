@@ -58,6 +58,15 @@ var statusOf = map[string]int{
 	"QUESTION_NOT_FOUND":      http.StatusNotFound,
 	"QUESTION_INVALID_ANSWER": http.StatusBadRequest,
 
+	// internal/goal, through the host's SetGoal
+	"GOAL_NOT_FOUND":          http.StatusNotFound,
+	"GOAL_EXISTS":             http.StatusConflict,
+	"GOAL_STALE_REVISION":     http.StatusConflict,
+	"GOAL_INVALID_TRANSITION": http.StatusConflict,
+	"GOAL_CAP_REACHED":        http.StatusConflict,
+	"GOAL_INVALID_ARGUMENT":   http.StatusBadRequest,
+	"GOAL_INVALID_ACTION":     http.StatusBadRequest,
+
 	// internal/workspace
 	"WORKSPACE_NOT_FOUND":     http.StatusNotFound,
 	"WORKSPACE_INVALID_PATH":  http.StatusBadRequest,

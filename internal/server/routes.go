@@ -26,6 +26,8 @@ func (s *Server) routeTable() []Route {
 		{Method: "GET", Pattern: "/api/sessions/{id}/tree", handler: s.tree},
 		{Method: "POST", Pattern: "/api/sessions/{id}/fork", handler: s.fork},
 		{Method: "GET", Pattern: "/api/sessions/{id}/export", handler: s.export},
+		{Method: "GET", Pattern: "/api/sessions/{id}/goal", handler: s.getGoal},
+		{Method: "POST", Pattern: "/api/sessions/{id}/goal", handler: s.setGoal},
 
 		{Method: "GET", Pattern: "/api/sessions/{id}/questions", handler: s.sessionQuestions},
 		{Method: "POST", Pattern: "/api/sessions/{id}/questions/{questionId}", handler: s.answerQuestion},

@@ -56,6 +56,11 @@ const (
 	TypeQuestionAsk    = "question/ask"
 	TypeQuestionAnswer = "question/answer"
 	TypePlanMode       = "plan/mode"
+	// TypeGoalChange records every change of the session's goal (package
+	// goal folds it).
+	TypeGoalChange = "goal/change"
+	// TypeRalphRound records one finished round of the ralph tool.
+	TypeRalphRound = "ralph/round"
 )
 
 // knownTypes lists every event type this build understands. A stored
@@ -72,6 +77,7 @@ var knownTypes = map[string]bool{
 	TypeApprovalAsked: true, TypeApprovalDecided: true, TypePermissionPreset: true,
 	TypeSubagentStart: true, TypeSubagentEnd: true, TypeSubagentDescriptor: true,
 	TypeTitle: true, TypeQuestionAsk: true, TypeQuestionAnswer: true, TypePlanMode: true,
+	TypeGoalChange: true, TypeRalphRound: true,
 }
 
 // IsKnownType reports whether this build understands event type t.

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"errors"
+	"github.com/dsh-dev/dsh/internal/goal"
 	"io"
 
 	"github.com/dsh-dev/dsh/internal/agent"
@@ -59,6 +60,10 @@ type Backend interface {
 	Reopen(ctx context.Context, id string, r OpenRequest) (host.Info, error)
 	// Compact summarises the history of idle session id.
 	Compact(ctx context.Context, id string) (string, error)
+	// Goal reads the session's goal; SetGoal carries out a person's goal
+	// command (/goal).
+	Goal(ctx context.Context, id string) (goal.State, error)
+	SetGoal(ctx context.Context, id string, r host.GoalRequest) (goal.State, error)
 	// Where says what the UI is connected to ("" in process).
 	Where() string
 	// DefaultModel is the provider/model a new session gets when none

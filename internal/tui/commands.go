@@ -25,6 +25,7 @@ var commands = []slashCommand{
 	{"permission", "PRESET", "switch the permission preset (read-only, workspace-write, auto, full-access)"},
 	{"compact", "", "summarise the conversation to free context"},
 	{"plan", "[on|off]", "toggle plan mode: the agent plans, writes nothing, and asks you to approve its plan"},
+	{"goal", "[OBJECTIVE|pause|resume|clear]", "pursue OBJECTIVE over several rounds; alone: show the goal"},
 	{"new", "", "start a new session in this directory"},
 	{"sessions", "", "pick a stored session (tab: this directory / all; type to search)"},
 	{"resume", "ID", "open a stored session"},
@@ -60,6 +61,8 @@ func (m *model) command(line string) tea.Cmd {
 		})
 	case "plan":
 		return m.togglePlan(arg)
+	case "goal":
+		return m.goalCommand(arg)
 	case "new":
 		r := OpenRequest{Cwd: m.o.Cwd, Model: m.o.Open.Model, Effort: m.o.Open.Effort, Permission: m.o.Open.Permission}
 		return m.switchTo(r)

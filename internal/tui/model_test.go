@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/dsh-dev/dsh/internal/goal"
 	"io"
 	"os"
 	"path/filepath"
@@ -41,6 +42,7 @@ type fakeBackend struct {
 	pending  []host.Question
 	qanswers []qanswer
 	plans    []bool
+	goals    []host.GoalRequest
 }
 
 type qanswer struct {
@@ -101,6 +103,15 @@ func (f *fakeBackend) Reopen(_ context.Context, _ string, r OpenRequest) (host.I
 }
 func (f *fakeBackend) Compact(context.Context, string) (string, error) {
 	return "nothing to compact", nil
+}
+func (f *fakeBackend) Goal(context.Context, string) (goal.State, error) {
+	return goal.State{}, nil
+}
+func (f *fakeBackend) SetGoal(_ context.Context, _ string, r host.GoalRequest) (goal.State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.goals = append(f.goals, r)
+	return goal.State{}, nil
 }
 func (f *fakeBackend) Where() string                       { return "" }
 func (f *fakeBackend) DefaultModel(context.Context) string { return "deepseek/deepseek-v4-flash" }

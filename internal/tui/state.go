@@ -2,6 +2,7 @@ package tui
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -184,6 +185,9 @@ func (s *state) apply(e session.Event) []block {
 		case t == "":
 		case m.Source.Kind == "" || m.Source.Kind == "user":
 			return []block{{kind: bUser, text: t}}
+		case m.Source.Kind == "goal":
+			// The driver's round prompt: a marker, not the prompt itself.
+			return []block{{kind: bNotice, text: fmt.Sprintf("── goal round %d ──", m.Source.Round)}}
 		case m.Source.Kind == subagent.SourceParent:
 			// A child's task, as its parent delegated it.
 			return []block{{kind: bUser, text: t, detail: "from the parent"}}
@@ -276,6 +280,8 @@ func (s *state) apply(e session.Event) []block {
 			detail += ": " + p.Reason.Failure.Error()
 		}
 		return []block{{kind: bTurnEnd, text: detail}}
+	case session.TypeGoalChange:
+		return goalChange(e)
 	case session.TypeCompactionEnd:
 		var p map[string]any
 		if e.Decode(&p) == nil {

@@ -343,3 +343,14 @@ func TestBrowserPlan(t *testing.T) {
 		t.Error("the plan feedback never reached the model")
 	}
 }
+
+// TestBrowserGoal: a goal created through the API shows in the goal bar
+// (objective, phase, round n/max) as its rounds run to the cap.
+func TestBrowserGoal(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.SetFallback(func(llmtest.Request) llmtest.Response { return llmtest.Response{Text: "Renamed a few."} })
+	s := startServe(t, srv)
+	scenario(t, b, s, "goal")
+}

@@ -164,6 +164,7 @@ function openSession(id) {
   // Nothing of the previous session's side panel may linger.
   $('tree').replaceChildren(h('p', { class: 'muted', text: 'Loading…' }));
   $('jobs').replaceChildren();
+  $('goal-bar').hidden = true;
   $('approval').hidden = true;
   $('approval').replaceChildren();
   delete $('approval').dataset.approval;
@@ -291,8 +292,27 @@ function paint() {
   if (f.has('tree')) treeSoon();
   if (f.has('info')) infoSoon();
   if (f.has('jobs')) paintJobs();
+  if (f.has('goal') || f.has('strip')) paintGoal();
   f.clear();
   if (stick) conv.scrollTop = conv.scrollHeight;
+}
+
+// paintGoal shows the session's goal: objective, phase (and whether its
+// rounds are armed here) and round n of max. The log's goal/change events
+// keep it current; a stored session's goal comes from its info.
+function paintGoal() {
+  const v = view;
+  const g = v.model.goal !== undefined ? v.model.goal : (v.info && v.info.goal && v.info.goal.goal) || null;
+  $('goal-bar').hidden = !g;
+  if (!g) return;
+  $('goal-objective').textContent = g.objective;
+  $('goal-objective').title = g.objective;
+  const armed = v.info && v.info.goal && v.info.goal.goal && v.info.goal.goal.goalId === g.goalId ? v.info.goal.armed : true;
+  let phase = g.phase;
+  if (g.phase === 'blocked' && g.blockedReason) phase += `: ${g.blockedReason}`;
+  else if (g.phase === 'active' && !armed) phase += ' (not armed here)';
+  $('goal-phase').textContent = phase;
+  $('goal-rounds').textContent = `round ${g.roundsStarted}/${g.max_goal_rounds}`;
 }
 
 function liveStatus() {

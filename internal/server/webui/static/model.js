@@ -11,7 +11,7 @@ export const EVENT_TYPES = [
   'compaction/start', 'compaction/summary', 'compaction/end', 'compaction/prune',
   'sandbox/mode', 'sandbox/backend', 'approval/policy', 'approval/asked', 'approval/decided',
   'permission/preset', 'subagent/start', 'subagent/end', 'subagent/descriptor', 'session/title',
-  'hook/invoked', 'hook/result', 'question/ask', 'question/answer', 'plan/mode',
+  'hook/invoked', 'hook/result', 'question/ask', 'question/answer', 'plan/mode', 'goal/change', 'ralph/round',
 ];
 
 /** The tools that wait for a person: their question item shows them. */
@@ -118,6 +118,9 @@ export class SessionModel {
         const src = msg.source || {};
         const images = (msg.content || []).filter((b) => b.type === 'image');
         const kind = src.kind === 'user' ? 'user' : src.kind === 'parent' ? 'task' : 'context';
+        if (src.kind === 'goal') {
+          touch(this.add(`gr:${ev.seq}`, { kind: 'note', tone: 'info', text: `Goal round ${src.round}` }).key);
+        }
         if (src.plugin === 'jobs') ch.flags.add('info');
         touch(this.add(`u:${ev.seq}`, { kind, text: textOf(msg.content), images, source: src, time: ev.time }).key);
         break;
@@ -325,6 +328,18 @@ export class SessionModel {
       case 'todo/write':
         this.todos = d.todos || d.items || null;
         break;
+      case 'goal/change': {
+        // Every change carries the whole goal (none after a clear); the
+        // bar shows it, and a note marks what changed.
+        this.goal = d.goal || null;
+        ch.flags.add('goal').add('info');
+        if (d.operation !== 'round') {
+          const verbs = { create: 'set', edit: 'edited', pause: 'paused', resume: 'resumed', complete: 'complete', arm: 're-armed', clear: 'cleared' };
+          const what = d.operation === 'block' ? `blocked: ${(d.goal && d.goal.blockedReason) || ''}` : (verbs[d.operation] || d.operation);
+          touch(this.add(`g:${ev.seq}`, { kind: 'note', tone: 'info', text: `Goal ${what}${d.by ? ` (by ${d.by})` : ''}.` }).key);
+        }
+        break;
+      }
       default:
         break;
     }
