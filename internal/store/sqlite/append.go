@@ -129,6 +129,9 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, st appendStmts, id str
 			}
 		}
 	}
+	if err := indexBatch(ctx, tx, st.search, id, events); err != nil {
+		return err
+	}
 	for _, e := range events {
 		sum.fold(e)
 	}

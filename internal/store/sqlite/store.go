@@ -41,8 +41,9 @@ import (
 // indexes of top-level listings, version 5 made events a rowid table
 // (schemaV5), version 6 the listing indexes ordered by (updated_at, id)
 // that serve a paged listing (schemaV6, list.go), version 7 the
-// automation tables (schemaV7, automation.go).
-const schemaVersion = 7
+// automation tables (schemaV7, automation.go), version 8 the full-text
+// search index (schemaV8, search_index.go), backfilled from the logs.
+const schemaVersion = 8
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -254,6 +255,14 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version 7: %w", err)
 			}
 		}
+		if v < 8 {
+			if _, err := tx.ExecContext(ctx, schemaV8); err != nil {
+				return fmt.Errorf("migrate schema to version 8: %w", err)
+			}
+			if _, _, err := backfillSearch(ctx, tx); err != nil {
+				return fmt.Errorf("migrate schema to version 8: index the stored sessions: %w", err)
+			}
+		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
@@ -261,7 +270,7 @@ func (s *Store) init(ctx context.Context) error {
 
 // appendStmts are the statements of an append, prepared on the writer.
 type appendStmts struct {
-	next, update, insert1, insertN *sql.Stmt
+	next, update, insert1, insertN, search *sql.Stmt
 }
 
 // appendStmts returns the append statements, preparing them on first
@@ -281,6 +290,7 @@ func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error)
 		FROM sessions WHERE id = ?`)
 	prep(&s.st.update, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
 	prep(&s.st.insert1, insertEventsSQL(1))
+	prep(&s.st.search, insertSearchSQL)
 	if full {
 		prep(&s.st.insertN, insertEventsSQL(insertChunk))
 	}
@@ -291,7 +301,7 @@ func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error)
 // file stays.
 func (s *Store) Close() error {
 	s.prepMu.Lock()
-	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN} {
+	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN, s.st.search} {
 		if st != nil {
 			st.Close()
 		}
