@@ -318,6 +318,7 @@ func modules() *compose.Registry {
 	}))
 	registerTitleModule(must)
 	registerToolModules(must)
+	registerSessionQueryModules(must)
 	registerPermissionModules(must)
 	registerSubagentModules(must)
 	registerACPModules(must)

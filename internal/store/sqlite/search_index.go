@@ -27,7 +27,12 @@ import (
 // (name and the string values of their arguments), tool results (text and
 // error code), titles and compaction summaries. Streamed chunks are not
 // indexed (their assistant/message carries the same text), nor are
-// request headers (the same tool schemas in every session).
+// request headers (the same tool schemas in every session), context
+// injected as user messages by plugins (instructions, reminders, runtime
+// context: the same text in every session), or the calls and results of
+// the session query tools themselves (their arguments are queries and
+// their results quote other sessions: indexed, every search would find
+// itself and echo what it found).
 
 // schemaV8 creates the index and backfills it (backfillSearch).
 const schemaV8 = `
@@ -80,7 +85,10 @@ func indexText(e session.Event, splice func(seq int64) (session.Event, bool)) st
 			return ""
 		}
 		if m.InboxRef != nil {
-			m.Content = inboxContent(m.InboxRef, splice)
+			m.Source, m.Content = inboxMessage(m.InboxRef, splice)
+		}
+		if m.Source.Kind == "plugin" {
+			return ""
 		}
 		blockText(&b, m.Content)
 	case session.TypeAssistantMsg:
@@ -91,7 +99,7 @@ func indexText(e session.Event, splice func(seq int64) (session.Event, bool)) st
 		blockText(&b, p.Message.Content)
 	case session.TypeToolCall:
 		var p session.ToolCall
-		if e.Decode(&p) != nil {
+		if e.Decode(&p) != nil || queryTools[p.Name] {
 			return ""
 		}
 		b.WriteString(p.Name)
@@ -99,7 +107,7 @@ func indexText(e session.Event, splice func(seq int64) (session.Event, bool)) st
 		argText(&b, p.Arguments)
 	case session.TypeToolResult:
 		var p session.ToolResult
-		if e.Decode(&p) != nil {
+		if e.Decode(&p) != nil || queryTools[p.Name] {
 			return ""
 		}
 		b.WriteString(p.Name)
@@ -124,18 +132,26 @@ func indexText(e session.Event, splice func(seq int64) (session.Event, bool)) st
 	return boundText(strings.TrimSpace(b.String()))
 }
 
-// inboxContent returns the content of the message ref names, from the
-// splice that queued it.
-func inboxContent(ref *session.InboxRef, splice func(int64) (session.Event, bool)) []llm.Block {
+// queryTools are the session query tools (internal/tools/sessionquery),
+// whose calls and results are not indexed.
+var queryTools = map[string]bool{
+	"session_search": true, "session_event_search": true, "session_event_read": true,
+	"session_trace": true, "session_event_trace": true,
+}
+
+// inboxMessage returns the source and content of the message ref names,
+// from the splice that queued it.
+func inboxMessage(ref *session.InboxRef, splice func(int64) (session.Event, bool)) (llm.Source, []llm.Block) {
 	sp, ok := splice(ref.Seq)
 	if !ok || sp.Type != session.TypeInboxSpliced {
-		return nil
+		return llm.Source{}, nil
 	}
 	var p session.InboxSpliced
 	if sp.Decode(&p) != nil || ref.Index < 0 || ref.Index >= len(p.Inserted) {
-		return nil
+		return llm.Source{}, nil
 	}
-	return p.Inserted[ref.Index].Content
+	m := p.Inserted[ref.Index]
+	return m.Source, m.Content
 }
 
 // blockText writes the text and reasoning of blocks (tool results nest

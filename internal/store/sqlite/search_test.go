@@ -322,3 +322,21 @@ func TestSearchLineageAndCwds(t *testing.T) {
 		t.Errorf("Cwds: %v (%v)", got, err)
 	}
 }
+
+// TestSearchSkipsInjectedContextAndQueryTools: plugin-injected context
+// and the session query tools' own calls and results are not indexed.
+func TestSearchSkipsInjectedContextAndQueryTools(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	mustCreate(t, s, "s")
+	mustAppend(t, s, "s",
+		ev(t, 0, session.TypeUserMessage, llm.Message{ID: "r", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock("reminder about capybara")}, Source: llm.Source{Kind: "plugin", Plugin: "runtime-context"}}),
+		ev(t, 1, session.TypeToolCall, session.ToolCall{CallID: "c", Name: "session_search", Arguments: `{"query":"capybara"}`}),
+		ev(t, 2, session.TypeToolResult, session.ToolResult{CallID: "c", Name: "session_search", Content: []llm.Block{llm.TextBlock("capybara found")}}),
+		ev(t, 3, session.TypeToolCall, session.ToolCall{CallID: "d", Name: "grep", Arguments: `{"pattern":"capybara"}`}),
+	)
+	hits, err := s.SearchEvents(ctx, store.SearchQuery{Text: "capybara"})
+	if err != nil || !reflect.DeepEqual(seqsOf(hits), []string{"s/3"}) {
+		t.Errorf("hits %v (%v), want only the grep call", seqsOf(hits), err)
+	}
+}
