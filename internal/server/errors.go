@@ -55,6 +55,10 @@ var statusOf = map[string]int{
 	"HOST_CLOSED":          http.StatusServiceUnavailable,
 	"QUEUE_ITEM_NOT_FOUND": http.StatusNotFound,
 
+	// internal/sessionquery
+	"SEARCH_INVALID_QUERY":       http.StatusBadRequest,
+	"SESSION_SEARCH_UNAVAILABLE": http.StatusNotImplemented,
+
 	// internal/workspace
 	"WORKSPACE_NOT_FOUND":     http.StatusNotFound,
 	"WORKSPACE_INVALID_PATH":  http.StatusBadRequest,
