@@ -6,6 +6,7 @@ import { api, Stream } from './api.js';
 import { SessionModel, EVENT_TYPES } from './model.js';
 import { h, renderItem, fmtTokens, diffView, proposedDiff, isSubagent } from './render.js';
 import { renderSidebar } from './sidebar.js';
+import { initSearch } from './search.js';
 import { setupDialog } from './dialog.js';
 import { renderTree, renderJobs } from './panel.js';
 import { setupAttachments, takeAttachments, restoreAttachments, hasAttachments } from './attach.js';
@@ -565,6 +566,8 @@ function wire() {
   const setNav = (open) => { document.body.classList.toggle('nav-open', open); $('nav-toggle').setAttribute('aria-expanded', String(open)); };
   $('nav-toggle').addEventListener('click', () => setNav(!document.body.classList.contains('nav-open')));
   $('session-nav').addEventListener('click', (e) => { if (e.target.closest('a')) setNav(false); });
+  $('search-results').addEventListener('click', (e) => { if (e.target.closest('a')) setNav(false); });
+  initSearch();
   $('new-session').addEventListener('click', () => setNav(false));
   setupAttachments(toast);
   window.addEventListener('hashchange', route);
