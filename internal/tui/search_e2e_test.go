@@ -38,7 +38,9 @@ func TestPickerFullTextSearch(t *testing.T) {
 		t.Errorf("the picker does not show just the matching session:\n%s", s)
 	}
 	tm.keys("Enter")
-	s = tm.waitScreen("the session to open", func(s string) bool { return !strings.Contains(s, "type to search") && strings.Contains(s, "armadillo cache") })
+	s = tm.waitScreen("the session to open", func(s string) bool {
+		return !strings.Contains(s, "type to search") && strings.Contains(s, "armadillo cache")
+	})
 	if !strings.Contains(s, "fix the wombat parser") {
 		t.Errorf("the opened session's prompt is not shown:\n%s", s)
 	}
