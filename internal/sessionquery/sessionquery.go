@@ -82,6 +82,10 @@ type Scope struct {
 	all bool
 	// ids are the visible sessions.
 	ids map[string]bool
+	// cwds are the header cwds (every spelling) of Dir, and lineage the
+	// caller's lineage: the scope as the index filters it.
+	cwds    []string
+	lineage []string
 	// Caller is the calling session ("" for a person).
 	Caller string
 	// Dir is the canonical directory the scope covers ("" with all).
@@ -95,14 +99,11 @@ func AllSessions() *Scope { return &Scope{all: true} }
 func (sc *Scope) Sees(id string) bool { return sc.all || sc.ids[id] }
 
 // storeScope is the scope as a store filter (nil: everything).
-func (sc *Scope) storeScope() map[string]bool {
+func (sc *Scope) storeScope() *store.SearchScope {
 	if sc.all {
 		return nil
 	}
-	if sc.ids == nil {
-		return map[string]bool{}
-	}
-	return sc.ids
+	return &store.SearchScope{Cwds: sc.cwds, Sessions: sc.lineage}
 }
 
 // canonical is dir's canonical form (symlinks resolved), or the cleaned
@@ -140,6 +141,7 @@ func (s *Service) addDir(ctx context.Context, sc *Scope) error {
 			same = append(same, c)
 		}
 	}
+	sc.cwds = same
 	ids, err := s.search.SessionsIn(ctx, same)
 	if err != nil {
 		return err
@@ -168,8 +170,10 @@ func (s *Service) SessionScope(ctx context.Context, caller string) (*Scope, erro
 	if err != nil {
 		return nil, fmt.Errorf("session scope: %w", err)
 	}
+	sc.lineage = append(sc.lineage, caller)
 	for _, a := range anc {
 		sc.ids[a.ID] = true
+		sc.lineage = append(sc.lineage, a.ID)
 	}
 	desc, err := s.descendants(ctx, caller)
 	if err != nil {
@@ -177,6 +181,7 @@ func (s *Service) SessionScope(ctx context.Context, caller string) (*Scope, erro
 	}
 	for _, d := range desc {
 		sc.ids[d.id] = true
+		sc.lineage = append(sc.lineage, d.id)
 	}
 	return sc, nil
 }

@@ -40,9 +40,9 @@ type Search interface {
 type SearchQuery struct {
 	// Text is the query as typed.
 	Text string
-	// Scope, when not nil, keeps only these session ids (the caller's
-	// authorised set); nil searches every session.
-	Scope map[string]bool
+	// Scope, when not nil, keeps only the sessions it names (the
+	// caller's authorised set); nil searches every session.
+	Scope *SearchScope
 	// SessionID keeps only events of this session.
 	SessionID string
 	// Types keeps only events of these types.
@@ -54,6 +54,14 @@ type SearchQuery struct {
 	SeqTo   *int64
 	// Limit is the most hits returned (0: [DefaultSearchLimit]).
 	Limit int
+}
+
+// SearchScope names the sessions a query may find: those whose header
+// cwd is one of Cwds (exact strings), and Sessions. The empty scope finds
+// nothing.
+type SearchScope struct {
+	Cwds     []string
+	Sessions []string
 }
 
 // Search bounds.

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,10 +36,15 @@ import (
 // their results quote other sessions: indexed, every search would find
 // itself and echo what it found).
 
-// schemaV8 creates the index and backfills it (backfillSearch).
+// schemaV8 creates the index and backfills it (backfillSearch). text is
+// what is searched; scope holds two tokens naming the row's session and
+// its directory (scopeText), so that a search limited to a caller's
+// sessions is an AND of posting lists in FTS5 rather than a walk over
+// every match of every session.
 const schemaV8 = `
 CREATE VIRTUAL TABLE IF NOT EXISTS search USING fts5(
 	text,
+	scope,
 	session_id UNINDEXED,
 	seq UNINDEXED,
 	type UNINDEXED,
@@ -48,8 +55,21 @@ CREATE VIRTUAL TABLE IF NOT EXISTS search USING fts5(
 
 // insertSearchSQL indexes one event, its rowid looked up on the events
 // index.
-const insertSearchSQL = `INSERT INTO search (rowid, text, session_id, seq, type, time)
-	SELECT rowid, ?, session_id, seq, type, time FROM events WHERE session_id = ? AND seq = ?`
+const insertSearchSQL = `INSERT INTO search (rowid, text, scope, session_id, seq, type, time)
+	SELECT rowid, ?, ?, session_id, seq, type, time FROM events WHERE session_id = ? AND seq = ?`
+
+// Scope tokens: a hash of the directory or the session id (any bytes) as
+// one lowercase hex token the tokenizer keeps whole, with a prefix that
+// tells the two kinds apart. They are in their own column, which user
+// queries never reach (ftsQuery limits them to text).
+func dirToken(cwd string) string      { return "d" + shortHash(cwd) }
+func sessionToken(id string) string   { return "s" + shortHash(id) }
+func scopeText(id, cwd string) string { return dirToken(cwd) + " " + sessionToken(id) }
+
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:12])
+}
 
 // Bounds of an event's indexed text: its first indexHead and last
 // indexTail bytes. Tool results can be megabytes; their start (what ran)
@@ -221,7 +241,7 @@ func boundText(s string) string {
 // indexBatch indexes the events of an append inside its transaction.
 // A user/message stored as an inbox reference finds its splice in the
 // batch or, when an earlier append stored it, in the events table.
-func indexBatch(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id string, events []session.Event) error {
+func indexBatch(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id, cwd string, events []session.Event) error {
 	first := events[0].Seq
 	splice := func(seq int64) (session.Event, bool) {
 		if seq >= first && seq < first+int64(len(events)) {
@@ -235,6 +255,7 @@ func indexBatch(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id string, event
 		return e, err == nil
 	}
 	var st *sql.Stmt
+	scope := scopeText(id, cwd)
 	for _, e := range events {
 		text := indexText(e, splice)
 		if text == "" {
@@ -243,7 +264,7 @@ func indexBatch(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id string, event
 		if st == nil {
 			st = tx.StmtContext(ctx, ins)
 		}
-		if _, err := st.ExecContext(ctx, text, id, e.Seq); err != nil {
+		if _, err := st.ExecContext(ctx, text, scope, id, e.Seq); err != nil {
 			return fmt.Errorf("session %s: index seq %d: %w", id, e.Seq, err)
 		}
 	}
@@ -276,12 +297,16 @@ func reindexTx(ctx context.Context, tx *sql.Tx, id string) (sessions, events int
 		q += ` AND session_id = ? ORDER BY seq`
 		args = append(args, id)
 	}
+	cwds, err := sessionCwds(ctx, tx, id)
+	if err != nil {
+		return 0, 0, err
+	}
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer rows.Close()
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO search (rowid, text, session_id, seq, type, time) VALUES (?, ?, ?, ?, ?, ?)`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO search (rowid, text, scope, session_id, seq, type, time) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -318,12 +343,35 @@ func reindexTx(ctx context.Context, tx *sql.Tx, id string) (sessions, events int
 		if text == "" {
 			continue
 		}
-		if _, err := ins.ExecContext(ctx, rid, text, sid, seq, typ, e.Time); err != nil {
+		if _, err := ins.ExecContext(ctx, rid, text, scopeText(sid, cwds[sid]), sid, seq, typ, e.Time); err != nil {
 			return 0, 0, fmt.Errorf("session %s: index seq %d: %w", sid, seq, err)
 		}
 		events++
 	}
 	return sessions, events, rows.Err()
+}
+
+// sessionCwds maps session ids to their header cwd: every session's, or
+// id's alone.
+func sessionCwds(ctx context.Context, tx *sql.Tx, id string) (map[string]string, error) {
+	q, args := `SELECT CAST(id AS TEXT), CAST(cwd AS TEXT) FROM sessions`, []any{}
+	if id != "" {
+		q, args = q+` WHERE id = ?`, append(args, id)
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var sid, cwd string
+		if err := rows.Scan(&sid, &cwd); err != nil {
+			return nil, err
+		}
+		out[sid] = cwd
+	}
+	return out, rows.Err()
 }
 
 // Reindex rebuilds the index of session id (every session when id is

@@ -155,11 +155,37 @@ func (s *Store) search(ctx context.Context, q store.SearchQuery, perSession bool
 	if err != nil {
 		return err
 	}
+	// User terms search the text column only; the scope column narrows
+	// the rows in the same match.
+	expr = "text : (" + expr + ")"
 	limit := q.Limit
 	if limit <= 0 {
 		limit = store.DefaultSearchLimit
 	}
 	limit = min(limit, store.MaxSearchLimit)
+	var inScope map[string]bool // a scope too large for the match, checked here
+	if q.SessionID != "" {
+		expr += ` AND scope : "` + sessionToken(q.SessionID) + `"`
+	}
+	if sc := q.Scope; sc != nil {
+		tokens := make([]string, 0, len(sc.Cwds)+len(sc.Sessions))
+		for _, c := range sc.Cwds {
+			tokens = append(tokens, `"`+dirToken(c)+`"`)
+		}
+		for _, id := range sc.Sessions {
+			tokens = append(tokens, `"`+sessionToken(id)+`"`)
+		}
+		switch {
+		case len(tokens) == 0:
+			return nil
+		case len(tokens) <= maxScopeTokens:
+			expr += " AND scope : (" + strings.Join(tokens, " OR ") + ")"
+		default:
+			if inScope, err = s.scopeSet(ctx, sc); err != nil {
+				return err
+			}
+		}
+	}
 	sqlq := `SELECT rowid, CAST(session_id AS TEXT) FROM search WHERE search MATCH ?`
 	args := []any{expr}
 	if q.SessionID != "" {
@@ -209,7 +235,7 @@ func (s *Store) search(ctx context.Context, q store.SearchQuery, perSession bool
 			rows.Close()
 			return fmt.Errorf("search: %w", err)
 		}
-		if q.Scope != nil && !q.Scope[m.sid] {
+		if inScope != nil && !inScope[m.sid] {
 			continue
 		}
 		if perSession {
@@ -229,6 +255,27 @@ func (s *Store) search(ctx context.Context, q store.SearchQuery, perSession bool
 		return nil
 	}
 	return done(tx, expr, ms)
+}
+
+// maxScopeTokens is the largest scope put into the match expression (a
+// directory or two and a lineage of sessions); a larger one (a lineage
+// of hundreds) is checked row by row.
+const maxScopeTokens = 64
+
+// scopeSet lists the sessions of sc.
+func (s *Store) scopeSet(ctx context.Context, sc *store.SearchScope) (map[string]bool, error) {
+	ids, err := s.SessionsIn(ctx, sc.Cwds)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[string]bool, len(ids)+len(sc.Sessions))
+	for _, id := range ids {
+		set[id] = true
+	}
+	for _, id := range sc.Sessions {
+		set[id] = true
+	}
+	return set, nil
 }
 
 // searchErr classifies a query failure: an FTS5 syntax error (which

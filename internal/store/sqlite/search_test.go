@@ -54,7 +54,7 @@ func searchLog(t testing.TB, first int64, prompt, reply, cmd, output string) []s
 // indexRows dumps the index in rowid order.
 func indexRows(t testing.TB, s *Store) []string {
 	t.Helper()
-	rows, err := s.r.Query(`SELECT rowid, text, session_id, seq, type, time FROM search ORDER BY rowid`)
+	rows, err := s.r.Query(`SELECT rowid, text, scope, session_id, seq, type, time FROM search ORDER BY rowid`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +62,13 @@ func indexRows(t testing.TB, s *Store) []string {
 	var out []string
 	for rows.Next() {
 		var (
-			rid, seq, tm int64
-			text, sid, y string
+			rid, seq, tm     int64
+			text, sc, sid, y string
 		)
-		if err := rows.Scan(&rid, &text, &sid, &seq, &y, &tm); err != nil {
+		if err := rows.Scan(&rid, &text, &sc, &sid, &seq, &y, &tm); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, fmt.Sprintf("%d|%s|%d|%s|%d|%q", rid, sid, seq, y, tm, text))
+		out = append(out, fmt.Sprintf("%d|%s|%s|%d|%s|%d|%q", rid, sc, sid, seq, y, tm, text))
 	}
 	return out
 }
@@ -242,10 +242,28 @@ func TestSearchFiltersScopeAndLimit(t *testing.T) {
 	if got := q(store.SearchQuery{SessionID: "s2", Since: 1_700_000_000_004, Until: 1_700_000_000_005}); !reflect.DeepEqual(got, []string{"s2/5", "s2/4"}) {
 		t.Errorf("time range: %v", got)
 	}
-	if got := q(store.SearchQuery{Scope: map[string]bool{"s0": true}, Limit: 2}); !reflect.DeepEqual(got, []string{"s0/6", "s0/5"}) {
+	if got := q(store.SearchQuery{Scope: &store.SearchScope{Sessions: []string{"s0"}}, Limit: 2}); !reflect.DeepEqual(got, []string{"s0/6", "s0/5"}) {
 		t.Errorf("scope: %v", got)
 	}
-	hits, err := s.SearchSessions(ctx, store.SearchQuery{Text: "axolotl", Scope: map[string]bool{"s0": true, "s2": true, "s3": true}, Limit: 2})
+	if got := q(store.SearchQuery{Scope: &store.SearchScope{Cwds: []string{"/elsewhere"}}}); len(got) != 0 {
+		t.Errorf("another directory's scope: %v", got)
+	}
+	if got := q(store.SearchQuery{Scope: &store.SearchScope{}}); len(got) != 0 {
+		t.Errorf("the empty scope: %v", got)
+	}
+	// A scope of more sessions than the match expression takes is checked
+	// row by row, with the same answer.
+	big := &store.SearchScope{Sessions: []string{"s1"}}
+	for i := range maxScopeTokens {
+		big.Sessions = append(big.Sessions, fmt.Sprint("other", i))
+	}
+	if got := q(store.SearchQuery{Scope: big, Limit: 2}); !reflect.DeepEqual(got, []string{"s1/6", "s1/5"}) {
+		t.Errorf("large scope: %v", got)
+	}
+	if got := q(store.SearchQuery{Scope: &store.SearchScope{Cwds: []string{"/work/project"}}, Limit: 1}); !reflect.DeepEqual(got, []string{"s3/6"}) {
+		t.Errorf("directory scope: %v", got)
+	}
+	hits, err := s.SearchSessions(ctx, store.SearchQuery{Text: "axolotl", Scope: &store.SearchScope{Sessions: []string{"s0", "s2", "s3"}}, Limit: 2})
 	if err != nil || len(hits) != 2 || hits[0].Entry.Header.ID != "s3" || hits[1].Entry.Header.ID != "s2" || hits[0].Hit.Seq != 6 {
 		t.Errorf("sessions: %+v (%v)", hits, err)
 	}

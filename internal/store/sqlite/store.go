@@ -286,7 +286,7 @@ func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error)
 			*dst, err = s.w.PrepareContext(ctx, q)
 		}
 	}
-	prep(&s.st.next, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT)
+	prep(&s.st.next, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT), CAST(cwd AS TEXT)
 		FROM sessions WHERE id = ?`)
 	prep(&s.st.update, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
 	prep(&s.st.insert1, insertEventsSQL(1))
