@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store"
@@ -250,30 +251,24 @@ func (s *Service) resolve(ctx context.Context, sc *Scope, id string) (string, er
 	if sc.all {
 		return s.st.Resolve(ctx, id)
 	}
-	full := id
-	if _, err := s.st.Header(ctx, id); err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			return "", err
-		}
-		// A prefix must be unique among the visible sessions: resolving it
-		// against the whole store would tell an ambiguity with a hidden
-		// session apart from no match.
-		full = ""
-		if len(id) >= 4 {
-			for v := range sc.ids {
-				if len(v) > len(id) && v[:len(id)] == id {
-					if full != "" {
-						return "", errorf(store.CodeSessionAmbiguous, "session id prefix %q matches several sessions; give more of it", id)
-					}
-					full = v
+	if sc.ids[id] {
+		return id, nil
+	}
+	// A prefix must be unique among the visible sessions: resolving it
+	// against the whole store would tell an ambiguity with a hidden
+	// session apart from no match. Nothing outside the scope is read.
+	full := ""
+	if len(id) >= 4 {
+		for v := range sc.ids {
+			if strings.HasPrefix(v, id) {
+				if full != "" {
+					return "", errorf(store.CodeSessionAmbiguous, "session id prefix %q matches several sessions; give more of it", id)
 				}
+				full = v
 			}
 		}
-		if full == "" {
-			return "", notFound(id)
-		}
 	}
-	if !sc.Sees(full) {
+	if full == "" {
 		return "", notFound(id)
 	}
 	return full, nil
