@@ -358,3 +358,24 @@ func TestSearchSkipsInjectedContextAndQueryTools(t *testing.T) {
 		t.Errorf("hits %v (%v), want only the grep call", seqsOf(hits), err)
 	}
 }
+
+// TestSearchImportedSession: an imported session is indexed like an
+// appended one.
+func TestSearchImportedSession(t *testing.T) {
+	ctx := context.Background()
+	src, _ := newStore(t)
+	mustCreate(t, src, "s")
+	mustAppend(t, src, "s", searchLog(t, 0, "import the okapi", "okapi imported", "true", "")...)
+	want := indexRows(t, src)
+	dst, _ := newStore(t)
+	if _, err := dst.Import(ctx, strings.NewReader(exportString(t, src, "s"))); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := dst.SearchEvents(ctx, store.SearchQuery{Text: "okapi"})
+	if err != nil || !reflect.DeepEqual(seqsOf(hits), []string{"s/4", "s/2"}) {
+		t.Errorf("imported hits %v (%v)", seqsOf(hits), err)
+	}
+	if got := indexRows(t, dst); !reflect.DeepEqual(got, want) {
+		t.Errorf("imported index:\n%v\nwant\n%v", got, want)
+	}
+}
