@@ -18,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store"
@@ -76,35 +78,69 @@ func New(st store.Sessions) *Service {
 	return s
 }
 
-// Scope is the set of sessions a caller may see. The zero Scope sees
-// nothing; [AllSessions] sees every session.
+// Scope is the set of sessions a caller may see: the sessions whose
+// header cwd is Dir (after canonicalisation) and the caller's lineage.
+// [AllSessions] sees every session. Membership is decided when asked (a
+// search hands the scope to the index as a filter and never lists it).
 type Scope struct {
 	// all sees every session.
 	all bool
-	// ids are the visible sessions.
-	ids map[string]bool
-	// cwds are the header cwds (every spelling) of Dir, and lineage the
-	// caller's lineage: the scope as the index filters it.
-	cwds    []string
-	lineage []string
 	// Caller is the calling session ("" for a person).
 	Caller string
 	// Dir is the canonical directory the scope covers ("" with all).
 	Dir string
+	// cwds are the header cwds (every spelling) of Dir when the scope
+	// was made, and lineage the caller's lineage (itself included).
+	cwds    []string
+	lineage map[string]bool
+	svc     *Service
+
+	mu   sync.Mutex
+	seen map[string]bool // guarded by mu: answers of Sees
 }
 
 // AllSessions is the scope of a person searching every session.
 func AllSessions() *Scope { return &Scope{all: true} }
 
-// Sees reports whether id is in the scope.
-func (sc *Scope) Sees(id string) bool { return sc.all || sc.ids[id] }
+// Sees reports whether session id is in the scope; a session that
+// cannot be read is not.
+func (sc *Scope) Sees(ctx context.Context, id string) bool {
+	if sc.all || sc.lineage[id] {
+		return true
+	}
+	if sc.svc == nil {
+		return false
+	}
+	sc.mu.Lock()
+	ok, known := sc.seen[id]
+	sc.mu.Unlock()
+	if known {
+		return ok
+	}
+	h, err := sc.svc.st.Header(ctx, id)
+	ok = err == nil && (slices.Contains(sc.cwds, h.Cwd) || canonical(h.Cwd) == sc.Dir)
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		sc.mu.Lock()
+		if sc.seen == nil {
+			sc.seen = map[string]bool{}
+		}
+		sc.seen[id] = ok
+		sc.mu.Unlock()
+	}
+	return ok
+}
 
 // storeScope is the scope as a store filter (nil: everything).
 func (sc *Scope) storeScope() *store.SearchScope {
 	if sc.all {
 		return nil
 	}
-	return &store.SearchScope{Cwds: sc.cwds, Sessions: sc.lineage}
+	f := &store.SearchScope{Cwds: sc.cwds}
+	for id := range sc.lineage {
+		f.Sessions = append(f.Sessions, id)
+	}
+	slices.Sort(f.Sessions)
+	return f
 }
 
 // canonical is dir's canonical form (symlinks resolved), or the cleaned
@@ -120,14 +156,14 @@ func canonical(dir string) string {
 // DirScope is the scope of the sessions whose header cwd is dir (after
 // canonicalisation), for a person's search in a directory.
 func (s *Service) DirScope(ctx context.Context, dir string) (*Scope, error) {
-	sc := &Scope{Dir: canonical(dir), ids: map[string]bool{}}
+	sc := &Scope{Dir: canonical(dir), svc: s, lineage: map[string]bool{}}
 	if err := s.addDir(ctx, sc); err != nil {
 		return nil, err
 	}
 	return sc, nil
 }
 
-// addDir adds the sessions of sc.Dir.
+// addDir finds the spellings of sc.Dir among the stored sessions' cwds.
 func (s *Service) addDir(ctx context.Context, sc *Scope) error {
 	if s.search == nil {
 		return nil
@@ -136,19 +172,10 @@ func (s *Service) addDir(ctx context.Context, sc *Scope) error {
 	if err != nil {
 		return err
 	}
-	var same []string
 	for _, c := range cwds {
 		if c != "" && (c == sc.Dir || canonical(c) == sc.Dir) {
-			same = append(same, c)
+			sc.cwds = append(sc.cwds, c)
 		}
-	}
-	sc.cwds = same
-	ids, err := s.search.SessionsIn(ctx, same)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		sc.ids[id] = true
 	}
 	return nil
 }
@@ -163,7 +190,7 @@ func (s *Service) SessionScope(ctx context.Context, caller string) (*Scope, erro
 	if err != nil {
 		return nil, fmt.Errorf("session scope: %w", err)
 	}
-	sc := &Scope{Caller: caller, Dir: canonical(h.Cwd), ids: map[string]bool{caller: true}}
+	sc := &Scope{Caller: caller, Dir: canonical(h.Cwd), svc: s, lineage: map[string]bool{caller: true}}
 	if err := s.addDir(ctx, sc); err != nil {
 		return nil, fmt.Errorf("session scope: %w", err)
 	}
@@ -171,18 +198,15 @@ func (s *Service) SessionScope(ctx context.Context, caller string) (*Scope, erro
 	if err != nil {
 		return nil, fmt.Errorf("session scope: %w", err)
 	}
-	sc.lineage = append(sc.lineage, caller)
 	for _, a := range anc {
-		sc.ids[a.ID] = true
-		sc.lineage = append(sc.lineage, a.ID)
+		sc.lineage[a.ID] = true
 	}
 	desc, err := s.descendants(ctx, caller)
 	if err != nil {
 		return nil, fmt.Errorf("session scope: %w", err)
 	}
 	for _, d := range desc {
-		sc.ids[d.id] = true
-		sc.lineage = append(sc.lineage, d.id)
+		sc.lineage[d.id] = true
 	}
 	return sc, nil
 }
@@ -251,16 +275,23 @@ func (s *Service) resolve(ctx context.Context, sc *Scope, id string) (string, er
 	if sc.all {
 		return s.st.Resolve(ctx, id)
 	}
-	if sc.ids[id] {
+	if sc.Sees(ctx, id) {
 		return id, nil
 	}
 	// A prefix must be unique among the visible sessions: resolving it
 	// against the whole store would tell an ambiguity with a hidden
-	// session apart from no match. Nothing outside the scope is read.
+	// session apart from no match.
 	full := ""
-	if len(id) >= 4 {
-		for v := range sc.ids {
-			if strings.HasPrefix(v, id) {
+	if len(id) >= 4 && s.search != nil {
+		cands, err := s.search.SessionsIn(ctx, sc.cwds)
+		if err != nil {
+			return "", err
+		}
+		for v := range sc.lineage {
+			cands = append(cands, v)
+		}
+		for _, v := range cands {
+			if strings.HasPrefix(v, id) && v != full {
 				if full != "" {
 					return "", errorf(store.CodeSessionAmbiguous, "session id prefix %q matches several sessions; give more of it", id)
 				}
@@ -268,7 +299,7 @@ func (s *Service) resolve(ctx context.Context, sc *Scope, id string) (string, er
 			}
 		}
 	}
-	if full == "" {
+	if full == "" || !sc.Sees(ctx, full) {
 		return "", notFound(id)
 	}
 	return full, nil

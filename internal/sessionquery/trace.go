@@ -119,7 +119,7 @@ func (s *Service) Trace(ctx context.Context, sc *Scope, id string) (Lineage, err
 		return Lineage{}, err
 	}
 	for i, a := range anc {
-		if !sc.Sees(a.ID) {
+		if !sc.Sees(ctx, a.ID) {
 			// Above a hidden ancestor nothing is shown either: its chain
 			// would name sessions of another workspace.
 			l.Hidden += len(anc) - i
@@ -137,7 +137,7 @@ func (s *Service) Trace(ctx context.Context, sc *Scope, id string) (Lineage, err
 	}
 	hidden := map[string]bool{}
 	for _, d := range desc {
-		if hidden[d.parent] || !sc.Sees(d.id) {
+		if hidden[d.parent] || !sc.Sees(ctx, d.id) {
 			hidden[d.id] = true
 			l.Hidden++
 			continue
@@ -321,7 +321,7 @@ func (s *Service) TraceEvent(ctx context.Context, sc *Scope, id string, seq int6
 		t.Related = append(t.Related, Related{Relation: rel[q], Event: events[q]})
 	}
 	slices.SortFunc(t.Related, func(a, b Related) int { return int(a.Event.Seq - b.Event.Seq) })
-	if tk.ChildID != "" && sc.Sees(tk.ChildID) {
+	if tk.ChildID != "" && sc.Sees(ctx, tk.ChildID) {
 		t.Related = append(t.Related, Related{Relation: "child-session", SessionID: tk.ChildID})
 	}
 	return t, nil
