@@ -68,6 +68,9 @@ func sessionsSearch(ctx context.Context, args []string, stdio IO) int {
 	if err != nil {
 		return failSearch(stdio, err)
 	}
+	if n := svc.Pending(ctx); n > 0 {
+		fmt.Fprintf(stdio.Stderr, "dsh: the search index is still being built: %d older session(s) are not searched yet\n", n)
+	}
 	ids := make([]string, len(hits))
 	for i, h := range hits {
 		ids[i] = h.Entry.Header.ID

@@ -92,7 +92,11 @@ func (s *Server) searchSessions(w http.ResponseWriter, r *http.Request) {
 			Status: e.Status, UpdatedAt: e.UpdatedAt, Seq: h.Hit.Seq, Type: h.Hit.Type, Time: h.Hit.Time,
 			Snippet: plain.String(), Parts: parts})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"query": text, "results": out})
+	resp := map[string]any{"query": text, "results": out}
+	if n := svc.Pending(r.Context()); n > 0 {
+		resp["pending"] = n
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // splitSnippet cuts a store snippet at its match markers.

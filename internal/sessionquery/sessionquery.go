@@ -333,6 +333,16 @@ func (s *Service) SearchSessions(ctx context.Context, sc *Scope, text string, li
 	return hits, classify(err)
 }
 
+// Pending returns how many stored sessions the index does not cover
+// yet (0 without an index, or when the count cannot be read).
+func (s *Service) Pending(ctx context.Context) int64 {
+	if s.search == nil {
+		return 0
+	}
+	n, _ := s.search.IndexPending(ctx)
+	return n
+}
+
 // EventQuery filters an event search; SessionID may be a unique prefix.
 type EventQuery = store.SearchQuery
 

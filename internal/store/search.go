@@ -31,6 +31,10 @@ type Search interface {
 	SessionsIn(ctx context.Context, cwds []string) ([]string, error)
 	// Cwds returns every distinct header cwd in the store.
 	Cwds(ctx context.Context) ([]string, error)
+	// IndexPending returns how many stored sessions the index does not
+	// cover yet (sessions stored before the index existed, still being
+	// indexed in the background).
+	IndexPending(ctx context.Context) (int64, error)
 }
 
 // SearchQuery is one full-text query. Text is a user's query: the store

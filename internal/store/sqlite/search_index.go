@@ -36,7 +36,8 @@ import (
 // their results quote other sessions: indexed, every search would find
 // itself and echo what it found).
 
-// schemaV8 creates the index and backfills it (backfillSearch). text is
+// schemaV8 creates the index, and search_pending, the sessions stored
+// before it that the backfill (search_backfill.go) has yet to index. text is
 // what is searched; scope holds two tokens naming the row's session and
 // its directory (scopeText), so that a search limited to a caller's
 // sessions is an AND of posting lists in FTS5 rather than a walk over
@@ -51,6 +52,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS search USING fts5(
 	time UNINDEXED,
 	tokenize = 'unicode61 remove_diacritics 2'
 );
+CREATE TABLE IF NOT EXISTS search_pending (session_id TEXT PRIMARY KEY) WITHOUT ROWID;
 `
 
 // insertSearchSQL indexes one event, its rowid looked up on the events
@@ -271,15 +273,9 @@ func indexBatch(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id, cwd string, 
 	return nil
 }
 
-// backfillSearch indexes every stored session (the version-8
-// migration). Unreadable events are skipped: a damaged session must not
-// stop the store from opening.
-func backfillSearch(ctx context.Context, tx *sql.Tx) (sessions, events int64, err error) {
-	return reindexTx(ctx, tx, "")
-}
-
 // reindexTx rebuilds the index rows of session id ("" for every session)
-// from the stored events, in one transaction.
+// from the stored events, in one transaction. Unreadable events are
+// skipped: a damaged session must not stop the others.
 func reindexTx(ctx context.Context, tx *sql.Tx, id string) (sessions, events int64, err error) {
 	q := `SELECT CAST(session_id AS TEXT), seq, CAST(type AS TEXT), CAST(body AS BLOB), rowid FROM events
 		WHERE type IN (?, ?, ?, ?, ?, ?, ?)`
@@ -289,9 +285,15 @@ func reindexTx(ctx context.Context, tx *sql.Tx, id string) (sessions, events int
 		if _, err := tx.ExecContext(ctx, `DELETE FROM search`); err != nil {
 			return 0, 0, err
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM search_pending`); err != nil {
+			return 0, 0, err
+		}
 		q += ` ORDER BY rowid`
 	} else {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM search WHERE rowid IN (SELECT rowid FROM events WHERE session_id = ?)`, id); err != nil {
+			return 0, 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM search_pending WHERE session_id = ?`, id); err != nil {
 			return 0, 0, err
 		}
 		q += ` AND session_id = ? ORDER BY seq`

@@ -42,7 +42,8 @@ import (
 // (schemaV5), version 6 the listing indexes ordered by (updated_at, id)
 // that serve a paged listing (schemaV6, list.go), version 7 the
 // automation tables (schemaV7, automation.go), version 8 the full-text
-// search index (schemaV8, search_index.go), backfilled from the logs.
+// search index (schemaV8, search_index.go), backfilled from the logs in
+// the background (search_backfill.go).
 const schemaVersion = 8
 
 // busyTimeout is how long a connection waits for another process's write
@@ -127,6 +128,12 @@ type Store struct {
 	now func() int64
 	// leaseTTL is the lifetime of a lease past its last renewal.
 	leaseTTL time.Duration
+
+	// The backfill of the search index after the version-8 migration
+	// (search_backfill.go): a goroutine owned by the store, stopped and
+	// waited for by Close.
+	bgStop context.CancelFunc
+	bg     sync.WaitGroup
 }
 
 // Open opens (creating if needed) the store at path, creating its parent
@@ -161,6 +168,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open session store %s: %w", abs, err)
 	}
+	s.startBackfill(ctx)
 	return s, nil
 }
 
@@ -259,8 +267,8 @@ func (s *Store) init(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, schemaV8); err != nil {
 				return fmt.Errorf("migrate schema to version 8: %w", err)
 			}
-			if _, _, err := backfillSearch(ctx, tx); err != nil {
-				return fmt.Errorf("migrate schema to version 8: index the stored sessions: %w", err)
+			if err := markBackfill(ctx, tx); err != nil {
+				return fmt.Errorf("migrate schema to version 8: %w", err)
 			}
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
@@ -300,6 +308,10 @@ func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error)
 // Close closes the store. Statements and pools are released; the database
 // file stays.
 func (s *Store) Close() error {
+	if s.bgStop != nil {
+		s.bgStop()
+		s.bg.Wait()
+	}
 	s.prepMu.Lock()
 	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN, s.st.search} {
 		if st != nil {

@@ -126,6 +126,15 @@ func highlight(s string) string {
 	return strings.NewReplacer(store.SnippetOpen, "**", store.SnippetClose, "**").Replace(s)
 }
 
+// pendingNote adds a note to a search result while the index still
+// misses sessions stored before it existed.
+func pendingNote(ctx context.Context, o Options, r tool.Result) tool.Result {
+	if n := o.Service.Pending(ctx); n > 0 && len(r.Content) > 0 {
+		r.Content[0].Text += fmt.Sprintf("\n[the search index is still being built: %d older sessions are not searched yet]", n)
+	}
+	return r
+}
+
 func stamp(ms int64) string {
 	if ms <= 0 {
 		return "-"
@@ -163,7 +172,7 @@ func searchTool(o Options) tool.Definition {
 				if err != nil {
 					return tool.Result{}, err
 				}
-				return sessionsResult(*a.Query, hits), nil
+				return pendingNote(ctx, o, sessionsResult(*a.Query, hits)), nil
 			})
 		},
 	}
@@ -260,7 +269,7 @@ func eventSearchTool(o Options) tool.Definition {
 				if err != nil {
 					return tool.Result{}, err
 				}
-				return eventsResult(*a.Query, hits), nil
+				return pendingNote(ctx, o, eventsResult(*a.Query, hits)), nil
 			})
 		},
 	}
