@@ -346,6 +346,7 @@ func modules() *compose.Registry {
 	registerTitleModule(must)
 	registerToolModules(must)
 	registerQuestionModules(must)
+	registerSessionQueryModules(must)
 	registerPermissionModules(must)
 	registerSubagentModules(must)
 	registerGoalModules(must)

@@ -120,6 +120,32 @@ alone (exit 1) and the good ones stay.`,
 		examples: []string{"dsh sessions tree 0197c3e2-5b1a-7c4e-9d2f-1a2b3c4d5e6f"},
 	},
 
+	{
+		path:     "sessions search",
+		synopsis: []string{"sessions search [--json] [--all] [--limit N] QUERY..."},
+		summary:  "find sessions by what was said or done in them",
+		text: `Searches the full-text index of prompts, replies, reasoning, tool calls and
+results, titles and compaction summaries, in the sessions of this directory
+(or of every directory with --all). Sessions are listed by their most recent
+match, each with a snippet around it. Every word must match; "quote a
+phrase", end a word with * for a prefix, and put OR between two terms for
+either.`,
+		flags: `  --json      print the matches as a JSON array
+  --all       search the sessions of every directory
+  --limit N   show at most N sessions (default 20, at most 200)`,
+		examples: []string{"dsh sessions search flaky parser test", `dsh sessions search --all '"connection refused"' OR timeout`},
+	},
+	{
+		path:     "sessions reindex",
+		synopsis: []string{"sessions reindex [--session ID]"},
+		summary:  "rebuild the full-text search index from the stored logs",
+		text: `The index is kept current as events are stored, and built for existing
+sessions when this version first opens the store; reindex rebuilds it from
+the logs (every session, or one).`,
+		flags:    `  --session ID   rebuild the index of this session only`,
+		examples: []string{"dsh sessions reindex", "dsh sessions reindex --session 0197c3e2"},
+	},
+
 	// The workspace subcommands.
 	{
 		path:    "workspace",

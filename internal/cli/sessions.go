@@ -30,6 +30,10 @@ func sessionsCmd(ctx context.Context, args []string, stdio IO) int {
 		return sessionsImport(ctx, args[1:], stdio)
 	case "tree":
 		return sessionsTree(ctx, args[1:], stdio)
+	case "search":
+		return sessionsSearch(ctx, args[1:], stdio)
+	case "reindex":
+		return sessionsReindex(ctx, args[1:], stdio)
 	}
 	fmt.Fprintf(stdio.Stderr, "dsh sessions: unknown subcommand %q\n", args[0])
 	return ExitUsage

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/host"
+	"github.com/dsh-dev/dsh/internal/sessionquery"
 	"github.com/dsh-dev/dsh/internal/workspace"
 )
 
@@ -19,6 +20,10 @@ func codeOf(err error) (string, bool) {
 	var we *workspace.Error
 	if errors.As(err, &we) {
 		return we.Code, true
+	}
+	var se *sessionquery.Error
+	if errors.As(err, &se) {
+		return se.Code, true
 	}
 	var ce *app.ConfigError
 	if errors.As(err, &ce) {

@@ -67,6 +67,10 @@ var statusOf = map[string]int{
 	"GOAL_INVALID_ARGUMENT":   http.StatusBadRequest,
 	"GOAL_INVALID_ACTION":     http.StatusBadRequest,
 
+	// internal/sessionquery
+	"SEARCH_INVALID_QUERY":       http.StatusBadRequest,
+	"SESSION_SEARCH_UNAVAILABLE": http.StatusNotImplemented,
+
 	// internal/workspace
 	"WORKSPACE_NOT_FOUND":     http.StatusNotFound,
 	"WORKSPACE_INVALID_PATH":  http.StatusBadRequest,

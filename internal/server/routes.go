@@ -15,6 +15,7 @@ func (s *Server) routeTable() []Route {
 		{Method: "GET", Pattern: "/api/directories", handler: s.directories},
 
 		{Method: "GET", Pattern: "/api/sessions", handler: s.listSessions},
+		{Method: "GET", Pattern: "/api/sessions/search", handler: s.searchSessions},
 		{Method: "POST", Pattern: "/api/sessions", handler: s.createSession},
 		{Method: "GET", Pattern: "/api/sessions/{id}", handler: s.getSession},
 		{Method: "GET", Pattern: "/api/sessions/{id}/events", handler: s.sessionEvents},

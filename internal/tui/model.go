@@ -343,6 +343,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.onSwitch(msg)
 	case overlayMsg:
 		return m, m.onOverlay(msg)
+	case searchMsg:
+		m.onSearch(msg)
+		return m, nil
 	case tea.PasteMsg:
 		return m, m.onPaste(msg)
 	case tea.KeyPressMsg:

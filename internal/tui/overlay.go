@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -30,6 +31,8 @@ type overlay struct {
 	sessions []host.Info
 	all      bool
 	query    string
+	// hits are the full-text search's answer to query (search.go).
+	hits []SearchHit
 	// tree
 	rows []catalog.Row
 	// transcript: rendered lines, and how far from the end it is scrolled
@@ -50,9 +53,15 @@ func (m *model) loadSessions(all bool, query string) tea.Cmd {
 	if all {
 		cwd = ""
 	}
+	s, _ := b.(Searcher)
 	return func() tea.Msg {
 		list, err := b.List(ctx, cwd)
-		return overlayMsg{ov: &overlay{kind: ovSessions, sessions: list, all: all, query: query}, err: err}
+		ov := &overlay{kind: ovSessions, sessions: list, all: all, query: query}
+		if err == nil && s != nil && strings.TrimSpace(query) != "" {
+			hits, _ := s.Search(ctx, cwd, query)
+			ov.hits = topLevel(hits)
+		}
+		return overlayMsg{ov: ov, err: err}
 	}
 }
 
@@ -98,19 +107,40 @@ func (m *model) onOverlay(msg overlayMsg) tea.Cmd {
 	return nil
 }
 
-// visible is the picker's entries after the search.
+// visible is the picker's entries after the search: those whose title,
+// id or directory contains the query, then the sessions the full-text
+// search found by what was said in them.
 func (o *overlay) visible() []host.Info {
 	if o.query == "" {
 		return o.sessions
 	}
 	q := strings.ToLower(o.query)
 	var out []host.Info
+	seen := map[string]bool{}
 	for _, s := range o.sessions {
 		if strings.Contains(strings.ToLower(s.Title+" "+s.Header.ID+" "+s.Header.Cwd), q) {
 			out = append(out, s)
+			seen[s.Header.ID] = true
+		}
+	}
+	for _, h := range o.hits {
+		if !seen[h.Info.Header.ID] {
+			out = append(out, h.Info)
+			seen[h.Info.Header.ID] = true
 		}
 	}
 	return out
+}
+
+// snippet is the full-text match shown under a picked session ("" for
+// none).
+func (o *overlay) snippet(id string) string {
+	for _, h := range o.hits {
+		if h.Info.Header.ID == id {
+			return h.Snippet
+		}
+	}
+	return ""
 }
 
 func (o *overlay) count() int {
@@ -170,14 +200,17 @@ func (m *model) overlayKey(k tea.KeyPressMsg) tea.Cmd {
 		return nil
 	case "backspace":
 		if o.kind == ovSessions && o.query != "" {
-			o.query = o.query[:len(o.query)-1]
-			o.sel = 0
+			_, n := utf8.DecodeLastRuneInString(o.query)
+			o.query = o.query[:len(o.query)-n]
+			o.sel, o.hits = 0, nil
+			return m.searchSessions()
 		}
 		return nil
 	}
 	if o.kind == ovSessions && k.Text != "" {
 		o.query += k.Text
-		o.sel = 0
+		o.sel, o.hits = 0, nil
+		return m.searchSessions()
 	}
 	return nil
 }
@@ -217,6 +250,9 @@ func (m *model) viewOverlay() string {
 				line += "  ● live"
 			}
 			lines = append(lines, m.pickLine(i == o.sel, line, w))
+			if sn := o.snippet(s.Header.ID); sn != "" && len(lines) < rows {
+				lines = append(lines, t.dim.Render(cut("      "+progress.Clean(sn), w)))
+			}
 		}
 	case ovTree:
 		lines = append(lines, cut(t.modalTitle.Render("Subagents")+t.dim.Render(" · enter reads a transcript · esc closes"), w))

@@ -354,3 +354,15 @@ func TestBrowserGoal(t *testing.T) {
 	s := startServe(t, srv)
 	scenario(t, b, s, "goal")
 }
+
+// TestBrowserSearch: the sidebar's search box finds a session by a word
+// of its conversation and opens it.
+func TestBrowserSearch(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	srv.Enqueue(llmtest.Response{Text: "The pangolin tokenizer trims the line before it splits it; I kept the whitespace."},
+		llmtest.Response{Text: "Eviction is now LRU with a size bound."})
+	s := startServe(t, srv)
+	scenario(t, b, s, "search")
+}

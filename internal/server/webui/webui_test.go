@@ -47,7 +47,7 @@ func TestHandlerServesTheUI(t *testing.T) {
 	if res := get(t, h, "GET", "/", map[string]string{"If-None-Match": tag}); res.StatusCode != http.StatusNotModified {
 		t.Fatalf("revalidation = %d, want 304", res.StatusCode)
 	}
-	for _, p := range []string{"/app.js", "/api.js", "/model.js", "/render.js", "/sidebar.js", "/dialog.js", "/panel.js", "/attach.js"} {
+	for _, p := range []string{"/app.js", "/api.js", "/model.js", "/render.js", "/sidebar.js", "/dialog.js", "/panel.js", "/attach.js", "/search.js"} {
 		res := get(t, h, "GET", p, nil)
 		if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/javascript") {
 			t.Errorf("GET %s = %d %q", p, res.StatusCode, res.Header.Get("Content-Type"))

@@ -90,8 +90,9 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, st appendStmts, id str
 	var (
 		next int64
 		sum  summary
+		cwd  string
 	)
-	err := tx.StmtContext(ctx, st.next).QueryRowContext(ctx, id).Scan(&next, &sum.title, &sum.turns, &sum.state)
+	err := tx.StmtContext(ctx, st.next).QueryRowContext(ctx, id).Scan(&next, &sum.title, &sum.turns, &sum.state, &cwd)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("session %s: %w", id, ErrNotFound)
 	}
@@ -128,6 +129,9 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, st appendStmts, id str
 				return fmt.Errorf("session %s: append at seq %d: %w", id, events[lo+i].Seq, err)
 			}
 		}
+	}
+	if err := indexBatch(ctx, tx, st.search, id, cwd, events); err != nil {
+		return err
 	}
 	for _, e := range events {
 		sum.fold(e)

@@ -41,8 +41,10 @@ import (
 // indexes of top-level listings, version 5 made events a rowid table
 // (schemaV5), version 6 the listing indexes ordered by (updated_at, id)
 // that serve a paged listing (schemaV6, list.go), version 7 the
-// automation tables (schemaV7, automation.go).
-const schemaVersion = 7
+// automation tables (schemaV7, automation.go), version 8 the full-text
+// search index (schemaV8, search_index.go), backfilled from the logs in
+// the background (search_backfill.go).
+const schemaVersion = 8
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -126,6 +128,12 @@ type Store struct {
 	now func() int64
 	// leaseTTL is the lifetime of a lease past its last renewal.
 	leaseTTL time.Duration
+
+	// The backfill of the search index after the version-8 migration
+	// (search_backfill.go): a goroutine owned by the store, stopped and
+	// waited for by Close.
+	bgStop context.CancelFunc
+	bg     sync.WaitGroup
 }
 
 // Open opens (creating if needed) the store at path, creating its parent
@@ -160,6 +168,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open session store %s: %w", abs, err)
 	}
+	s.startBackfill(ctx)
 	return s, nil
 }
 
@@ -254,6 +263,14 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("migrate schema to version 7: %w", err)
 			}
 		}
+		if v < 8 {
+			if _, err := tx.ExecContext(ctx, schemaV8); err != nil {
+				return fmt.Errorf("migrate schema to version 8: %w", err)
+			}
+			if err := markBackfill(ctx, tx); err != nil {
+				return fmt.Errorf("migrate schema to version 8: %w", err)
+			}
+		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
@@ -261,7 +278,7 @@ func (s *Store) init(ctx context.Context) error {
 
 // appendStmts are the statements of an append, prepared on the writer.
 type appendStmts struct {
-	next, update, insert1, insertN *sql.Stmt
+	next, update, insert1, insertN, search *sql.Stmt
 }
 
 // appendStmts returns the append statements, preparing them on first
@@ -277,10 +294,11 @@ func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error)
 			*dst, err = s.w.PrepareContext(ctx, q)
 		}
 	}
-	prep(&s.st.next, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT)
+	prep(&s.st.next, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT), CAST(cwd AS TEXT)
 		FROM sessions WHERE id = ?`)
 	prep(&s.st.update, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
 	prep(&s.st.insert1, insertEventsSQL(1))
+	prep(&s.st.search, insertSearchSQL)
 	if full {
 		prep(&s.st.insertN, insertEventsSQL(insertChunk))
 	}
@@ -290,8 +308,12 @@ func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error)
 // Close closes the store. Statements and pools are released; the database
 // file stays.
 func (s *Store) Close() error {
+	if s.bgStop != nil {
+		s.bgStop()
+		s.bg.Wait()
+	}
 	s.prepMu.Lock()
-	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN} {
+	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN, s.st.search} {
 		if st != nil {
 			st.Close()
 		}

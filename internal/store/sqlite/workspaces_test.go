@@ -187,10 +187,16 @@ func TestListFilter(t *testing.T) {
 func TestSchemaV4Migrates(t *testing.T) {
 	ctx := context.Background()
 	s, path := newStore(t)
-	// Back to the version-4 shape: the events table without a rowid.
+	// Sessions stored by this build, then the database taken back to the
+	// version-4 shape: the events table without a rowid, no search index.
+	fillSessions(t, s)
+	mustCreate(t, s, "big")
+	big := simpleLog(t)
+	big = append(big, ev(t, int64(len(big)), session.TypeUserMessage,
+		llm.Message{ID: "u", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(strings.Repeat("x", 40_000))}}))
+	mustAppend(t, s, "big", big...)
 	for _, q := range []string{
-		`DROP TABLE events`,
-		`CREATE TABLE events (
+		`CREATE TABLE events_v4 (
 			session_id TEXT NOT NULL REFERENCES sessions (id),
 			seq        INTEGER NOT NULL,
 			type       TEXT NOT NULL,
@@ -198,16 +204,14 @@ func TestSchemaV4Migrates(t *testing.T) {
 			body       TEXT NOT NULL,
 			PRIMARY KEY (session_id, seq)
 		) WITHOUT ROWID`,
+		`INSERT INTO events_v4 SELECT session_id, seq, type, time, body FROM events`,
+		`DROP TABLE events`,
+		`ALTER TABLE events_v4 RENAME TO events`,
+		`DROP TABLE search`,
 		`PRAGMA user_version = 4`,
 	} {
 		rawExec(t, s, q)
 	}
-	fillSessions(t, s)
-	mustCreate(t, s, "big")
-	big := simpleLog(t)
-	big = append(big, ev(t, int64(len(big)), session.TypeUserMessage,
-		llm.Message{ID: "u", Role: llm.RoleUser, Content: []llm.Block{llm.TextBlock(strings.Repeat("x", 40_000))}}))
-	mustAppend(t, s, "big", big...)
 	bodies := func(s *Store) map[string]string {
 		rows, err := s.r.QueryContext(ctx, `SELECT session_id, seq, body FROM events ORDER BY session_id, seq`)
 		if err != nil {

@@ -48,6 +48,7 @@ export const api = {
     const s = q.toString();
     return request('GET', '/api/sessions' + (s ? '?' + s : ''));
   },
+  search: (q, limit = 20) => request('GET', `/api/sessions/search?q=${enc(q)}&limit=${limit}`),
   session: (id) => request('GET', `/api/sessions/${enc(id)}`),
   createSession: (body) => request('POST', '/api/sessions', body),
   events: (id, after, limit) => request('GET', `/api/sessions/${enc(id)}/events?after=${after}&limit=${limit}`),

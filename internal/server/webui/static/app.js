@@ -8,6 +8,7 @@ import { h, renderItem, fmtTokens, isSubagent } from './render.js';
 import { pendingApprovals, paintApprovals } from './approvals.js';
 import { pendingQuestions, paintQuestions, paintPlanMode } from './questions.js';
 import { renderSidebar } from './sidebar.js';
+import { initSearch } from './search.js';
 import { setupDialog } from './dialog.js';
 import { renderTree, renderJobs } from './panel.js';
 import { setupAttachments, takeAttachments, restoreAttachments, hasAttachments } from './attach.js';
@@ -567,6 +568,8 @@ function wire() {
   const setNav = (open) => { document.body.classList.toggle('nav-open', open); $('nav-toggle').setAttribute('aria-expanded', String(open)); };
   $('nav-toggle').addEventListener('click', () => setNav(!document.body.classList.contains('nav-open')));
   $('session-nav').addEventListener('click', (e) => { if (e.target.closest('a')) setNav(false); });
+  $('search-results').addEventListener('click', (e) => { if (e.target.closest('a')) setNav(false); });
+  initSearch();
   $('new-session').addEventListener('click', () => setNav(false));
   setupAttachments(toast);
   window.addEventListener('hashchange', route);
