@@ -284,6 +284,8 @@ type Session struct {
 	// mcpOwn are the session's own servers (SessionOptions.MCPServers).
 	mcpBridge *toolsmcp.Bridge
 	mcpOwn    *mcp.Manager
+	// closers stop what the session's rows started (language servers).
+	closers []func()
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -386,6 +388,12 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		effort: string(effort),
 	}
 	e.pipe = tool.NewPipeline(e.reg)
+	closersOwned := false
+	defer func() {
+		if !closersOwned {
+			runClosers(e.closers)
+		}
+	}()
 	for _, t := range preset.Tools {
 		e.tools[t] = true
 	}
@@ -531,8 +539,8 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	}
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
-	wired, hooksDone = true, true
-	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
+	wired, hooksDone, closersOwned = true, true, true
+	return &Session{closers: e.closers, Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
 		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks}, nil
 }
 

@@ -157,6 +157,7 @@ func (s *Session) Close() {
 		s.mcpBridge.Close()
 	}
 	s.mcpOwn.Close()
+	runClosers(s.closers)
 	if s.live != nil {
 		s.live.remove(s.Log.ID())
 	}
@@ -169,5 +170,12 @@ func (s *Session) Close() {
 		if err := s.lease.Release(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "dsh: %v\n", err)
 		}
+	}
+}
+
+// runClosers runs fs in reverse order of registration.
+func runClosers(fs []func()) {
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
 	}
 }

@@ -84,6 +84,9 @@ type env struct {
 	pendingContext []string
 	// titler makes the session-title call (the session-title module).
 	titler *titler
+	// closers stop what rows started for the session (language
+	// servers); they run when it closes, or when its wiring fails.
+	closers []func()
 }
 
 // plugin is a decoded module row that wires something into a session.
@@ -324,5 +327,6 @@ func modules() *compose.Registry {
 	registerCodexModules(must)
 	registerClaudeModules(must)
 	registerMCPModules(must)
+	registerLSPModules(must)
 	return r
 }

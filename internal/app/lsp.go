@@ -1,0 +1,51 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/compose"
+	"github.com/dsh-dev/dsh/internal/lsp"
+	"github.com/dsh-dev/dsh/internal/tool"
+	lsptool "github.com/dsh-dev/dsh/internal/tools/lsp"
+)
+
+// lspConfig is the configuration of the lsp tool row.
+type lspConfig struct {
+	// Servers maps a file extension (".go") to its language server. When
+	// absent, .go files get gopls if it is on PATH (lsp.DefaultServers);
+	// when that leaves no server, the tool is not offered.
+	Servers map[string]lsp.ServerConfig `yaml:"servers,omitempty"`
+	// StartTimeout bounds a server's start and initialize handshake;
+	// RequestTimeout one request (defaults 60s each).
+	StartTimeout   time.Duration `yaml:"start_timeout,omitempty"`
+	RequestTimeout time.Duration `yaml:"request_timeout,omitempty"`
+	// MaxResults bounds the locations listed; MaxHoverChars the hover text.
+	MaxResults    int `yaml:"max_results,omitempty"`
+	MaxHoverChars int `yaml:"max_hover_chars,omitempty"`
+}
+
+// buildLSP makes the session's server manager and the tool over it; the
+// manager is stopped with the session.
+func buildLSP(e *env, c lspConfig) (tool.Definition, error) {
+	servers := c.Servers
+	if servers == nil {
+		servers = lsp.DefaultServers()
+	}
+	if len(servers) == 0 {
+		return tool.Definition{}, fmt.Errorf("no language server configured: %w", errUnavailable)
+	}
+	m, err := lsp.New(lsp.Options{
+		Workspace: e.cwd, Servers: servers, StartTimeout: c.StartTimeout, RequestTimeout: c.RequestTimeout,
+		ClientVersion: Version,
+	})
+	if err != nil {
+		return tool.Definition{}, err
+	}
+	e.closers = append(e.closers, m.Close)
+	return lsptool.New(lsptool.Options{Manager: m, MaxResults: c.MaxResults, MaxHoverChars: c.MaxHoverChars}), nil
+}
+
+func registerLSPModules(must func(compose.Module)) {
+	must(toolModule("tool/lsp", lsptool.Name, lspConfig{}, buildLSP))
+}
