@@ -130,7 +130,11 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		}
 		return tool.Result{}, err
 	}
-	here := fmt.Sprintf("%s:%d:%d", show(c.Cwd, ans.Path), line, char)
+	cwd := c.Cwd
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = real // answers carry paths with symlinks resolved
+	}
+	here := fmt.Sprintf("%s:%d:%d", show(cwd, ans.Path), line, char)
 	m := meta{Operation: op, Path: ans.Path, Line: line, Character: char, Server: ans.Server}
 	var b strings.Builder
 	if op == lsp.OpHover {
@@ -163,7 +167,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 			shown := ans.Places[:min(len(ans.Places), o.MaxResults)]
 			m.Shown = len(shown)
 			for _, pl := range shown {
-				fmt.Fprintf(&b, "\n%s:%d:%d", show(c.Cwd, pl.Path), pl.Line, pl.Character)
+				fmt.Fprintf(&b, "\n%s:%d:%d", show(cwd, pl.Path), pl.Line, pl.Character)
 				if s := snippet(pl.Text, o.MaxLineChars); s != "" {
 					b.WriteString(": " + s)
 				}
