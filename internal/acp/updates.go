@@ -2,6 +2,7 @@ package acp
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -320,7 +321,7 @@ func kindOf(name string) string {
 		return "edit"
 	case "bash":
 		return "execute"
-	case "glob", "grep":
+	case "glob", "grep", "lsp":
 		return "search"
 	case "web_fetch", "web_search":
 		return "fetch"
@@ -353,6 +354,8 @@ func title(name string, args obj) string {
 		key = str(args, "url")
 	case "web_search":
 		key = str(args, "query")
+	case "lsp":
+		key = lspKey(args)
 	default:
 		key = str(args, "description", "prompt", "path", "command", "id")
 	}
@@ -363,6 +366,18 @@ func title(name string, args obj) string {
 		return name
 	}
 	return name + " " + key
+}
+
+// lspKey labels an lsp call: "goToDefinition main.go:12:5".
+func lspKey(args obj) string {
+	key := strings.TrimSpace(str(args, "operation") + " " + str(args, "file_path"))
+	if l, ok := args["line"].(float64); ok {
+		key += fmt.Sprintf(":%d", int(l))
+		if c, ok := args["character"].(float64); ok {
+			key += fmt.Sprintf(":%d", int(c))
+		}
+	}
+	return key
 }
 
 // path is the absolute file a call names, "" when none.
