@@ -2,6 +2,10 @@ package app
 
 import (
 	"fmt"
+	"maps"
+	"os/exec"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/compose"
@@ -48,4 +52,52 @@ func buildLSP(e *env, c lspConfig) (tool.Definition, error) {
 
 func registerLSPModules(must func(compose.Module)) {
 	must(toolModule("tool/lsp", lsptool.Name, lspConfig{}, buildLSP))
+}
+
+// lspRow is the decoded value toolModule keeps for the tool/lsp row (the
+// same struct type it builds: guidance plus the inlined options).
+type lspRow = struct {
+	Guidance string    `yaml:"guidance,omitempty"`
+	Options  lspConfig `yaml:",inline"`
+}
+
+// LSPServerStatus is one configured language server, for dsh doctor.
+type LSPServerStatus struct {
+	Ext, Command string
+	// Path is the resolved executable; Err why it is not found.
+	Path string
+	Err  error
+	// Default marks the built-in gopls default (no servers configured).
+	Default bool
+}
+
+// LSPStatus lists the language servers the tool/lsp row of comp would
+// use (nil when the row is absent or disabled, or no server is
+// configured and gopls is not on PATH).
+func LSPStatus(comp *compose.Composition) []LSPServerStatus {
+	var out []LSPServerStatus
+	for _, en := range comp.Entries {
+		p, ok := en.Value.(toolPlugin)
+		if !ok || p.name != lsptool.Name {
+			continue
+		}
+		row, ok := p.config.(lspRow)
+		if !ok {
+			continue
+		}
+		servers, def := row.Options.Servers, false
+		if servers == nil {
+			servers, def = lsp.DefaultServers(), true
+		}
+		out = out[:0]
+		for _, ext := range slices.Sorted(maps.Keys(servers)) {
+			c := servers[ext]
+			st := LSPServerStatus{Ext: ext, Command: strings.Join(c.Command, " "), Default: def}
+			if len(c.Command) > 0 {
+				st.Path, st.Err = exec.LookPath(c.Command[0])
+			}
+			out = append(out, st)
+		}
+	}
+	return out
 }

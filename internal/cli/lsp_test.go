@@ -141,3 +141,28 @@ func TestLSPServerGoneAfterKill9(t *testing.T) {
 		t.Fatalf("gopls outlived dsh's kill -9: %v", left)
 	}
 }
+
+// TestDoctorLanguageServers: doctor lists the configured servers; one
+// whose command is missing is broken (exit 1).
+func TestDoctorLanguageServers(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.home, "config.yaml"), `
+profile:
+  - id: tool.lsp
+    module: tool/lsp
+    config:
+      servers:
+        .go: {command: [sh, -c, "exit 0"]}
+        .py: {command: [dsh-no-such-language-server, --stdio]}
+`, 0o600)
+	out, stderr, code := e.dsh("", "doctor")
+	if code != 1 || !regexpMatch(`lsp \.go\s+ok\s+sh -c exit 0 \(/`, out) ||
+		!regexpMatch(`lsp \.py\s+error\s+dsh-no-such-language-server --stdio: .*not found`, out) || !strings.Contains(stderr, "lsp .py") {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, stderr)
+	}
+	writeFile(t, filepath.Join(e.home, "config.yaml"), "profile:\n  - {id: tool.lsp, module: tool/lsp, disabled: true}\n", 0o600)
+	out, _, _ = e.dsh("", "doctor")
+	if !regexpMatch(`lsp\s+missing\s+no language server configured`, out) {
+		t.Fatalf("doctor without the row:\n%s", out)
+	}
+}
