@@ -154,3 +154,24 @@ func TestHeadersCleanEOF(t *testing.T) {
 		t.Fatalf("Err = %v, want io.EOF", err)
 	}
 }
+
+// FuzzHeaderFrame: any byte stream gives frames or an error, never a
+// panic, and a frame is never longer than the limit.
+func FuzzHeaderFrame(f *testing.F) {
+	f.Add([]byte("Content-Length: 2\r\n\r\n{}"))
+	f.Add([]byte("Content-Length: 2\r\nContent-Type: x\r\n\r\n{}Content-Length: 1\r\n\r\n"))
+	f.Add([]byte("content-length:   -1\r\n\r\n"))
+	f.Add([]byte("\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		br := bufio.NewReader(strings.NewReader(string(in)))
+		for range 8 {
+			b, err := readHeaderFrame(br, 64)
+			if err != nil {
+				return
+			}
+			if len(b) > 64 {
+				t.Fatalf("frame of %d bytes over the limit", len(b))
+			}
+		}
+	})
+}
