@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -113,8 +114,9 @@ func TestLSPServerGoneAfterKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	cmd := e.cmd(ctx, "run", "--json", "hover Total then wait")
-	var out bytes.Buffer
+	var out, errb bytes.Buffer
 	cmd.Stdout = &out
+	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,8 @@ func TestLSPServerGoneAfterKill9(t *testing.T) {
 		t.Fatalf("the hover result was not streamed before the kill:\n%s", out.String())
 	}
 	if len(proctest.Marked(marker)) == 0 {
-		t.Fatal("no gopls process runs while the session is open")
+		logb, _ := os.ReadFile(marker)
+		t.Fatalf("no gopls process runs while the session is open\n%s\n%s", logb, errb.String())
 	}
 	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -114,3 +114,15 @@ func TestRootsPerModule(t *testing.T) {
 		}
 	}
 }
+
+// TestServerProtocolViolation: a server that writes a frame that is not
+// JSON is cut off and reported unavailable, naming the violation.
+func TestServerProtocolViolation(t *testing.T) {
+	f := newFixture(t)
+	m := fakeManager(t, f, "garbage", 5*time.Minute)
+	_, err := m.Do(context.Background(), Query{Op: OpHover, Path: f.shape, Line: 1, Character: 1})
+	le := wantCode(t, err, CodeUnavailable)
+	if !strings.Contains(le.Message, "last protocol error") || !strings.Contains(le.Message, "not JSON") {
+		t.Fatalf("message = %q", le.Message)
+	}
+}

@@ -28,7 +28,8 @@ func fakeCommand(mode string) ServerConfig {
 // utf8 (positionEncoding utf-8; definition answers a LocationLink at the
 // position it received, hover a MarkedString list naming it), crash (dies
 // on any request after initialize), hang (never answers one), error
-// (answers with an error).
+// (answers with an error), garbage (answers with a frame that is not
+// JSON).
 func fakeServer(mode string) int {
 	var conn *jsonrpc.Conn
 	exit := make(chan int, 1)
@@ -62,6 +63,10 @@ func fakeServer(mode string) int {
 				fmt.Fprintln(os.Stderr, "fake server: boom")
 				os.Exit(7)
 			case "hang":
+				<-ctx.Done()
+				return nil, nil
+			case "garbage":
+				_, _ = os.Stdout.WriteString("Content-Length: 3\r\n\r\nabc")
 				<-ctx.Done()
 				return nil, nil
 			case "error":

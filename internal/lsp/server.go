@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
@@ -30,6 +31,10 @@ type server struct {
 	// honours the caller's context.
 	syncTok chan struct{}
 	docs    map[string]*document // by URI; guarded by syncTok
+
+	// protoErr is the last protocol violation the server committed, quoted
+	// when it is found dead (a fatal one ends the connection).
+	protoErr atomic.Value // string
 
 	closeOnce sync.Once
 }
@@ -60,6 +65,7 @@ func startServer(ctx, life context.Context, cfg ServerConfig, root string, opts 
 		OnRequest: func(_ context.Context, method string, params json.RawMessage) (any, *jsonrpc.Error) {
 			return answerServer(method, params, folder)
 		},
+		OnProtocolError: func(err error) { s.protoErr.Store(err.Error()) },
 	})
 	var res struct {
 		Capabilities struct {
@@ -159,6 +165,9 @@ func (s *server) failure(what string, err error, limit time.Duration) error {
 			msg += fmt.Sprintf(" (exit status %d)", info.Code)
 		}
 	default:
+	}
+	if pe, _ := s.protoErr.Load().(string); pe != "" {
+		msg += "; last protocol error: " + pe
 	}
 	if tail := s.p.StderrTail(600); tail != "" {
 		msg += "; its stderr ends with: " + tail
