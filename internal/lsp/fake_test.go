@@ -126,3 +126,29 @@ func TestServerProtocolViolation(t *testing.T) {
 		t.Fatalf("message = %q", le.Message)
 	}
 }
+
+// TestConcurrentQueriesShareOneServer: queries racing on a fresh manager
+// start one server and all get their answers.
+func TestConcurrentQueriesShareOneServer(t *testing.T) {
+	f := newFixture(t)
+	m := fakeManager(t, f, "utf8", 5*time.Minute)
+	errs := make(chan error, 8)
+	for i := range 8 {
+		path := f.shape
+		if i%2 == 1 {
+			path = f.main
+		}
+		go func() {
+			_, err := m.Do(context.Background(), Query{Op: Operations[i%len(Operations)], Path: path, Line: 1, Character: 1})
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pids := m.Pids(); len(pids) != 1 {
+		t.Fatalf("servers = %v, want one", pids)
+	}
+}
