@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v4"
+
 	"github.com/dsh-dev/dsh/internal/compose"
 	"github.com/dsh-dev/dsh/internal/lsp"
 	"github.com/dsh-dev/dsh/internal/tool"
@@ -51,7 +53,25 @@ func buildLSP(e *env, c lspConfig) (tool.Definition, error) {
 }
 
 func registerLSPModules(must func(compose.Module)) {
-	must(toolModule("tool/lsp", lsptool.Name, lspConfig{}, buildLSP))
+	m := toolModule("tool/lsp", lsptool.Name, lspConfig{}, buildLSP)
+	decode := m.Decode
+	// A bad server table fails when the profile loads, naming the row,
+	// not at the first session.
+	m.Decode = func(n *yaml.Node) (any, error) {
+		v, err := decode(n)
+		if err != nil {
+			return nil, err
+		}
+		if p, ok := v.(toolPlugin); ok {
+			if row, ok := p.config.(lspRow); ok {
+				if err := lsp.Validate(row.Options.Servers); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return v, nil
+	}
+	must(m)
 }
 
 // lspRow is the decoded value toolModule keeps for the tool/lsp row (the

@@ -169,3 +169,14 @@ profile:
 		t.Fatalf("doctor without the row:\n%s", out)
 	}
 }
+
+// TestLSPRowValidation: a bad server table stops the profile from
+// loading, naming the row and the key.
+func TestLSPRowValidation(t *testing.T) {
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.home, "config.yaml"), "profile:\n  - id: tool.lsp\n    module: tool/lsp\n    config:\n      servers:\n        py: {command: [x]}\n", 0o600)
+	_, stderr, code := e.dsh("", "config", "dump")
+	if code != 2 || !strings.Contains(stderr, `profile row "tool.lsp"`) || !strings.Contains(stderr, `server key "py" is not a file extension`) {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
