@@ -2,6 +2,8 @@ package lsp
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -150,5 +152,49 @@ func TestConcurrentQueriesShareOneServer(t *testing.T) {
 	}
 	if pids := m.Pids(); len(pids) != 1 {
 		t.Fatalf("servers = %v, want one", pids)
+	}
+}
+
+// TestOpenDocumentsClosedWhenGoneOrOverTheCap: a deleted open file is
+// closed on the next query; beyond maxOpenDocs the least recently queried
+// one is.
+func TestOpenDocumentsClosedWhenGoneOrOverTheCap(t *testing.T) {
+	f := newFixture(t)
+	m := fakeManager(t, f, "utf8", 5*time.Minute)
+	hover := func(p string) {
+		t.Helper()
+		if _, err := m.Do(context.Background(), Query{Op: OpHover, Path: p, Line: 1, Character: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() map[string]bool {
+		out := map[string]bool{}
+		for _, e := range m.servers {
+			for _, d := range e.s.docs {
+				out[d.path] = true
+			}
+		}
+		return out
+	}
+	gone := filepath.Join(f.dir, "gone.go")
+	write(t, gone, "package m\n")
+	hover(gone)
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	hover(f.shape)
+	if docs := open(); docs[gone] || !docs[f.shape] || len(docs) != 1 {
+		t.Fatalf("open documents = %v", docs)
+	}
+	var paths []string
+	for i := range maxOpenDocs + 1 {
+		p := filepath.Join(f.dir, "many", fmt.Sprintf("f%02d.go", i))
+		write(t, p, "package many\n")
+		paths = append(paths, p)
+		hover(p)
+	}
+	docs := open()
+	if len(docs) != maxOpenDocs || docs[f.shape] || !docs[paths[len(paths)-1]] {
+		t.Fatalf("%d open documents, shape.go open %v", len(docs), docs[f.shape])
 	}
 }

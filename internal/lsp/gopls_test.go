@@ -113,6 +113,19 @@ func TestGopls(t *testing.T) {
 			t.Fatalf("references after the change = %+v, want the declaration at %+v", a.Places, now)
 		}
 	})
+	t.Run("an open file edited on disk answers for its new text", func(t *testing.T) {
+		// shape.go is open on the server (queried above); the query is
+		// on main.go, so only the resync of open documents sees the edit.
+		do(t, m, OpHover, f.shape, totalDecl.Line, totalDecl.Character)
+		changed := strings.Replace(shapeSrc, "/* 𝔘é */", "// one\n// two\n/* 𝔘é */", 1)
+		write(t, f.shape, changed)
+		t.Cleanup(func() { write(t, f.shape, shapeSrc) })
+		a := do(t, m, OpDefinition, f.main, totalUse.Line, totalUse.Character)
+		want := place(t, f.shape, changed, "Total", 0)
+		if len(a.Places) != 1 || a.Places[0] != want {
+			t.Fatalf("definition = %+v, want %+v", a.Places, want)
+		}
+	})
 	t.Run("no result is not an error", func(t *testing.T) {
 		l, c := at(t, shapeSrc, "package shape", 0)
 		a, err := m.Do(context.Background(), Query{Op: OpHover, Path: f.shape, Line: l, Character: c})

@@ -80,7 +80,7 @@ func (m *Manager) Do(ctx context.Context, q Query) (Answer, error) {
 	ans := Answer{Path: path, Server: cfg.describe()}
 	rctx, cancel := context.WithTimeout(ctx, m.opts.RequestTimeout)
 	defer cancel()
-	if err := s.sync(rctx, path, cfg.languageID(ext), text); err != nil {
+	if err := s.sync(rctx, path, cfg.languageID(ext), text, m.readFile); err != nil {
 		return Answer{}, m.callFailure(ctx, s, "didOpen", err)
 	}
 	params := map[string]any{

@@ -31,6 +31,7 @@ type server struct {
 	// honours the caller's context.
 	syncTok chan struct{}
 	docs    map[string]*document // by URI; guarded by syncTok
+	clock   uint64               // counts syncs; guarded by syncTok
 
 	// protoErr is the last protocol violation the server committed, quoted
 	// when it is found dead (a fatal one ends the connection).
@@ -41,8 +42,10 @@ type server struct {
 
 // document is what the server was last told about one file.
 type document struct {
+	path    string
 	version int
 	sum     [sha256.Size]byte
+	used    uint64 // the clock of the last query on it
 }
 
 // describe names the server for messages: its command line.
@@ -175,9 +178,18 @@ func (s *server) failure(what string, err error, limit time.Duration) error {
 	return errorf(CodeUnavailable, err, msg)
 }
 
-// sync makes the server's copy of path equal to text: didOpen the first
-// time, didChange (full text) when the file changed on disk since.
-func (s *server) sync(ctx context.Context, path, languageID string, text []byte) error {
+// maxOpenDocs bounds the documents kept open on one server: each is
+// re-read before every request, so the least recently queried ones are
+// closed beyond it (the server then reads them from disk itself).
+const maxOpenDocs = 32
+
+// sync makes the server's copy of path equal to text (didOpen the first
+// time, a full-text didChange when it changed since), and does the same
+// for every other document it holds open: those read from disk again,
+// changed ones sent with didChange, vanished or unreadable ones closed.
+// Open documents are the server's truth, so one edited on disk since it
+// was queried must not answer for the old text.
+func (s *server) sync(ctx context.Context, path, languageID string, text []byte, read func(string) ([]byte, error)) error {
 	select {
 	case s.syncTok <- struct{}{}:
 	case <-ctx.Done():
@@ -185,28 +197,63 @@ func (s *server) sync(ctx context.Context, path, languageID string, text []byte)
 	}
 	defer func() { <-s.syncTok }()
 	uri := FileURI(path)
-	sum := sha256.Sum256(text)
+	s.clock++
+	for other, d := range s.docs {
+		if other == uri {
+			continue
+		}
+		b, err := read(d.path)
+		if err != nil || (len(s.docs) >= maxOpenDocs && s.docs[uri] == nil && d.used == s.oldest()) {
+			if err := s.conn.Notify("textDocument/didClose", map[string]any{"textDocument": map[string]string{"uri": other}}); err != nil {
+				return err
+			}
+			delete(s.docs, other)
+			continue
+		}
+		if err := s.change(other, d, b); err != nil {
+			return err
+		}
+	}
 	d, open := s.docs[uri]
-	switch {
-	case !open:
-		d = &document{version: 1, sum: sum}
+	if !open {
+		d = &document{path: path, version: 1, sum: sha256.Sum256(text)}
 		if err := s.conn.Notify("textDocument/didOpen", map[string]any{"textDocument": map[string]any{
 			"uri": uri, "languageId": languageID, "version": d.version, "text": string(text),
 		}}); err != nil {
 			return err
 		}
 		s.docs[uri] = d
-	case d.sum != sum:
-		if err := s.conn.Notify("textDocument/didChange", map[string]any{
-			"textDocument":   map[string]any{"uri": uri, "version": d.version + 1},
-			"contentChanges": []map[string]string{{"text": string(text)}},
-		}); err != nil {
-			return err
-		}
-		d.version++
-		d.sum = sum
+	} else if err := s.change(uri, d, text); err != nil {
+		return err
 	}
+	d.used = s.clock
 	return nil
+}
+
+// change sends text as d's new content when it differs.
+func (s *server) change(uri string, d *document, text []byte) error {
+	sum := sha256.Sum256(text)
+	if sum == d.sum {
+		return nil
+	}
+	if err := s.conn.Notify("textDocument/didChange", map[string]any{
+		"textDocument":   map[string]any{"uri": uri, "version": d.version + 1},
+		"contentChanges": []map[string]string{{"text": string(text)}},
+	}); err != nil {
+		return err
+	}
+	d.version++
+	d.sum = sum
+	return nil
+}
+
+// oldest is the use stamp of the least recently queried open document.
+func (s *server) oldest() uint64 {
+	o := ^uint64(0)
+	for _, d := range s.docs {
+		o = min(o, d.used)
+	}
+	return o
 }
 
 // close asks the server to shut down and exit, then ends its process
