@@ -2,6 +2,7 @@ package acp
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -347,7 +348,7 @@ func kindOf(name string) string {
 		return "execute"
 	case "terminal_read":
 		return "read"
-	case "glob", "grep":
+	case "glob", "grep", "lsp":
 		return "search"
 	case "web_fetch", "web_search":
 		return "fetch"
@@ -384,6 +385,8 @@ func title(name string, args obj) string {
 		key = strings.TrimSpace(str(args, "session_id") + " " + str(args, "text"))
 	case "terminal_open":
 		key = str(args, "command", "type")
+	case "lsp":
+		key = lspKey(args)
 	default:
 		key = str(args, "description", "prompt", "path", "command", "id")
 	}
@@ -394,6 +397,18 @@ func title(name string, args obj) string {
 		return name
 	}
 	return name + " " + key
+}
+
+// lspKey labels an lsp call: "goToDefinition main.go:12:5".
+func lspKey(args obj) string {
+	key := strings.TrimSpace(str(args, "operation") + " " + str(args, "file_path"))
+	if l, ok := args["line"].(float64); ok {
+		key += fmt.Sprintf(":%d", int(l))
+		if c, ok := args["character"].(float64); ok {
+			key += fmt.Sprintf(":%d", int(c))
+		}
+	}
+	return key
 }
 
 // path is the absolute file a call names, "" when none.

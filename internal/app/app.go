@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/dsh-dev/dsh/internal/goal"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -284,8 +283,9 @@ type Session struct {
 
 	jobs  *jobHub
 	terms *terminal.Manager
-	// closers end what the session's tools keep (persistent shells).
-	closers []io.Closer
+	// closers stop what the session's rows started (persistent shells,
+	// language servers).
+	closers []func()
 	live    *live
 	manager *subagent.Manager
 	// titler is the session-title call, nil without a title model.
@@ -408,6 +408,12 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 		effort: string(effort), bashMode: preset.Bash, goals: goal.NewKeeper(log),
 	}
 	e.pipe = tool.NewPipeline(e.reg)
+	closersOwned := false
+	defer func() {
+		if !closersOwned {
+			runClosers(e.closers)
+		}
+	}()
 	for _, t := range preset.Tools {
 		e.tools[t] = true
 	}
@@ -559,7 +565,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	}
 	a.jobs.attach(log.ID(), ag)
 	a.live.add(log)
-	wired, hooksDone = true, true
+	wired, hooksDone, closersOwned = true, true, true
 	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, terms: a.terms, closers: e.closers, live: &a.live, manager: a.manager, titler: e.titler,
 		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, plan: e.plan, Goals: e.goals}, nil
 }

@@ -158,13 +158,11 @@ func (s *Session) Close() {
 		// The session's terminals end with it (TERM, then KILL).
 		s.terms.CloseOwner(s.Log.ID())
 	}
-	for _, c := range s.closers {
-		_ = c.Close()
-	}
 	if s.mcpBridge != nil {
 		s.mcpBridge.Close()
 	}
 	s.mcpOwn.Close()
+	runClosers(s.closers)
 	if s.live != nil {
 		s.live.remove(s.Log.ID())
 	}
@@ -177,5 +175,12 @@ func (s *Session) Close() {
 		if err := s.lease.Release(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "dsh: %v\n", err)
 		}
+	}
+}
+
+// runClosers runs fs in reverse order of registration.
+func runClosers(fs []func()) {
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
 	}
 }

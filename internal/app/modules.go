@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/dsh-dev/dsh/internal/goal"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,10 +91,12 @@ type env struct {
 	// titler makes the session-title call (the session-title module).
 	titler *titler
 	// bashMode is the preset's bash implementation ("persistent" or
-	// oneshot); closers end what tools keep per session (persistent
-	// shells) when the session closes.
+	// oneshot).
 	bashMode string
-	closers  []io.Closer
+	// closers stop what rows started for the session (persistent shells,
+	// language servers); they run when it closes, or when its wiring
+	// fails.
+	closers []func()
 	// goals is the session's goal keeper (every session has one).
 	goals *goal.Keeper
 }
@@ -338,7 +339,7 @@ func modules() *compose.Registry {
 		o := bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: c.EnvPassthrough}
 		if e.bashMode == "persistent" {
 			def, closer := bash.NewPersistent(o)
-			e.closers = append(e.closers, closer)
+			e.closers = append(e.closers, func() { _ = closer.Close() })
 			return def, nil
 		}
 		return bash.New(o), nil
@@ -355,5 +356,6 @@ func modules() *compose.Registry {
 	registerClaudeModules(must)
 	registerMCPModules(must)
 	registerTerminalModules(must)
+	registerLSPModules(must)
 	return r
 }

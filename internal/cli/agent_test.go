@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -91,7 +92,12 @@ func TestCodingTaskInRepository(t *testing.T) {
 		t.Errorf("test run result %q", txt)
 	}
 	first := e.srv.Requests()[0]
-	if names := strings.Join(first.ToolNames(), ","); names != "ask_user_question,bash,create_goal,edit,exit_plan_mode,get_goal,glob,grep,interrupt_agent,job_kill,job_list,job_output,list_agents,list_subagent_models,ralph,read,read_image,send_message,skill,subagent,subagent_fork,todo_write,update_goal,web_fetch,web_search,write" {
+	// lsp is offered when a language server is: gopls, found on PATH.
+	lspTool := ""
+	if _, err := exec.LookPath("gopls"); err == nil {
+		lspTool = "lsp,"
+	}
+	if names := strings.Join(first.ToolNames(), ","); names != "ask_user_question,bash,create_goal,edit,exit_plan_mode,get_goal,glob,grep,interrupt_agent,job_kill,job_list,job_output,list_agents,list_subagent_models,"+lspTool+"ralph,read,read_image,send_message,skill,subagent,subagent_fork,todo_write,update_goal,web_fetch,web_search,write" {
 		t.Errorf("standard tools = %s", names)
 	}
 	body := string(first.Body)

@@ -120,6 +120,23 @@ func doctorCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 	}
 	if comp != nil {
+		lspServers := app.LSPStatus(comp)
+		if len(lspServers) == 0 {
+			add(check{"lsp", "missing", "no language server configured: the lsp tool is off", "go install golang.org/x/tools/gopls@v0.23.0, or add servers to the tool.lsp row"})
+		}
+		for _, st := range lspServers {
+			switch {
+			case st.Err != nil:
+				// A configured server that cannot start is broken.
+				add(check{"lsp " + st.Ext, "error", st.Command + ": " + firstLine(st.Err.Error()), "install it or fix its command in the tool.lsp row"})
+			case st.Default:
+				add(check{"lsp " + st.Ext, "ok", st.Command + " (" + st.Path + ", the default)", ""})
+			default:
+				add(check{"lsp " + st.Ext, "ok", st.Command + " (" + st.Path + ")", ""})
+			}
+		}
+	}
+	if comp != nil {
 		if cfgs, err := app.MCPServers(comp); err != nil {
 			add(check{"mcp servers", "error", err.Error(), "fix the mcp_servers entries"})
 		} else if len(cfgs) > 0 {

@@ -86,6 +86,14 @@ type Options struct {
 	// (the shape of ACP's $/cancel_request, see ACPCancelMethod). Empty sends
 	// nothing; the wait is abandoned either way and a late reply is dropped.
 	CancelMethod string
+	// CancelIDKey names the member of CancelMethod's params that carries the
+	// cancelled request's id; empty means "requestId" (ACP). LSP's
+	// $/cancelRequest uses "id".
+	CancelIDKey string
+	// Framing chooses how messages are delimited on the wire: Lines (the
+	// zero value, newline-delimited JSON) or Headers (LSP's Content-Length
+	// base protocol). With Headers, MaxLine limits the body of one message.
+	Framing Framing
 }
 
 type response struct {
@@ -232,13 +240,14 @@ func (c *Conn) version() string {
 	return ""
 }
 
-// write encodes v as one line and writes it with a single Write call.
+// write encodes v as one framed message and writes it with a single Write
+// call.
 func (c *Conn) write(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("jsonrpc: encode: %w", err)
 	}
-	b = append(b, '\n')
+	b = c.frame(b)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.closedErr(); err != nil {
@@ -308,7 +317,11 @@ func (c *Conn) Call(ctx context.Context, method string, params any, result any) 
 			// Asynchronous so a blocked writer cannot delay the return;
 			// the write fails fast once the Conn ends.
 			go func() {
-				_ = c.Notify(c.opts.CancelMethod, map[string]int64{"requestId": id})
+				key := c.opts.CancelIDKey
+				if key == "" {
+					key = "requestId"
+				}
+				_ = c.Notify(c.opts.CancelMethod, map[string]int64{key: id})
 			}()
 		}
 		return ctx.Err()
@@ -328,9 +341,18 @@ func (c *Conn) Call(ctx context.Context, method string, params any, result any) 
 func (c *Conn) readLoop() {
 	br := bufio.NewReaderSize(c.r, 64<<10)
 	for {
-		line, err := readLine(br, c.opts.MaxLine)
+		var line []byte
+		var err error
+		if c.opts.Framing == Headers {
+			line, err = readHeaderFrame(br, c.opts.MaxLine)
+		} else {
+			line, err = readLine(br, c.opts.MaxLine)
+		}
 		if err != nil {
-			if errors.Is(err, ErrLineTooLong) {
+			var pe *ProtocolError
+			if errors.As(err, &pe) {
+				c.report(pe)
+			} else if errors.Is(err, ErrLineTooLong) {
 				pe := newProtocolError("line too long", line, err)
 				pe.Fatal = true
 				c.report(pe)

@@ -216,7 +216,7 @@ func spawn(spec Spec, stdin io.Reader, stdout, stderr io.Writer, extra []*os.Fil
 	cmd.SysProcAttr = attr
 	g := &group{cmd: cmd, exited: make(chan struct{})}
 	g.start = time.Now()
-	err = cmd.Start()
+	err = startCmd(cmd)
 	gateR.Close()
 	if err != nil {
 		gateW.Close()

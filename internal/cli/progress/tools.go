@@ -27,6 +27,15 @@ func callSummary(name, args string) string {
 		key = str(a, "url")
 	case "web_search":
 		key = str(a, "query")
+	case "lsp":
+		// "goToDefinition main.go:12:5"
+		key = strings.TrimSpace(str(a, "operation") + " " + str(a, "file_path"))
+		if l, ok := a["line"].(float64); ok {
+			key += fmt.Sprintf(":%d", int(l))
+			if c, ok := a["character"].(float64); ok {
+				key += fmt.Sprintf(":%d", int(c))
+			}
+		}
 	default:
 		key = str(a, "description", "prompt", "path", "command", "id")
 	}

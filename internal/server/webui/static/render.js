@@ -148,7 +148,7 @@ export function proposedDiff(name, args) {
 
 // ---- tool cards
 
-const ICONS = { bash: '$', terminal_open: '▭', terminal_send: '▭', terminal_read: '▭', terminal_signal: '▭', terminal_close: '▭', edit: '✎', write: '✎', str_replace_based_edit_tool: '✎', read: '▤', web_fetch: '⇣', web_search: '⌕', subagent: '◆', subagent_fork: '◆', glob: '⌕', grep: '⌕', todo_write: '☑' };
+const ICONS = { bash: '$', terminal_open: '▭', terminal_send: '▭', terminal_read: '▭', terminal_signal: '▭', terminal_close: '▭', edit: '✎', write: '✎', str_replace_based_edit_tool: '✎', read: '▤', web_fetch: '⇣', web_search: '⌕', subagent: '◆', subagent_fork: '◆', glob: '⌕', grep: '⌕', lsp: '⌕', todo_write: '☑' };
 
 /** toolSummary is the one-line description of a call, for its card header. */
 export function toolSummary(name, args) {
@@ -160,6 +160,7 @@ export function toolSummary(name, args) {
     case 'web_fetch': return a.url || '';
     case 'web_search': return a.query || '';
     case 'glob': case 'grep': return a.pattern || '';
+    case 'lsp': return `${a.operation || ''} ${a.file_path || ''}${a.line ? `:${a.line}` : ''}${a.line && a.character ? `:${a.character}` : ''}`.trim();
     case 'subagent': case 'subagent_fork': return a.description || (a.prompt || '').slice(0, 80);
     case 'job_output': case 'job_kill': return a.job_id || a.id || '';
     case 'terminal_open': return a.name || a.command || a.type || '';
