@@ -113,14 +113,22 @@ func cpu(c *exec.Cmd) time.Duration {
 // toolchain is present, so dynamically linked) and, with the prefix
 // "static-", built with CGO_ENABLED=0. DSH_BENCH_BASELINE=/path/to/dsh
 // adds another binary (say, one built from an older commit), prefix
-// "baseline-", for a before/after comparison in the same run.
+// "baseline-", for a before/after comparison in the same run; a
+// colon-separated list adds several ("baseline-", "baseline2-", …).
+// Ratios are given to the hello-world's median and to `bash -c true`'s.
 //
 //	go test ./bench -run '^$' -bench Startup -benchtime 200x
 func BenchmarkStartup(b *testing.B) {
 	hello := helloBinary(b)
 	variants := []*startupVariant{{name: "", bin: dshBinary(b)}, {name: "static-", bin: staticBinary(b)}}
-	if base := os.Getenv("DSH_BENCH_BASELINE"); base != "" {
-		variants = append(variants, &startupVariant{name: "baseline-", bin: base})
+	if list := os.Getenv("DSH_BENCH_BASELINE"); list != "" {
+		for i, base := range strings.Split(list, ":") {
+			name := "baseline-"
+			if i > 0 {
+				name = fmt.Sprintf("baseline%d-", i+1)
+			}
+			variants = append(variants, &startupVariant{name: name, bin: base})
+		}
 	}
 	srv := llmtest.New()
 	defer srv.Close()
@@ -193,17 +201,20 @@ func BenchmarkStartup(b *testing.B) {
 	}
 	b.StopTimer()
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	h, hc := median(helloT), median(helloCPU)
+	h, hc, bt := median(helloT), median(helloCPU), median(bashT)
 	ratio := func(d time.Duration) float64 { return float64(d) / float64(h) }
+	ratioBash := func(d time.Duration) float64 { return float64(d) / float64(bt) }
 	b.ReportMetric(ms(h), "hello-ms")
 	b.ReportMetric(ms(hc), "hello-cpu-ms")
-	b.ReportMetric(ms(median(bashT)), "bash-true-ms")
-	b.ReportMetric(ratio(median(bashT)), "bash-x-hello")
+	b.ReportMetric(ms(bt), "bash-true-ms")
+	b.ReportMetric(ratio(bt), "bash-x-hello")
 	for _, v := range variants {
 		b.ReportMetric(ms(median(v.version)), v.name+"version-ms")
 		b.ReportMetric(ms(median(v.first)), v.name+"first-request-ms")
 		b.ReportMetric(ratio(median(v.version)), v.name+"version-x-hello")
 		b.ReportMetric(ratio(median(v.first)), v.name+"first-request-x-hello")
+		b.ReportMetric(ratioBash(median(v.version)), v.name+"version-x-bash")
+		b.ReportMetric(ratioBash(median(v.first)), v.name+"first-request-x-bash")
 		// CPU time suffers less than wall time from a busy machine.
 		b.ReportMetric(ms(median(v.versionCPU)), v.name+"version-cpu-ms")
 		b.ReportMetric(float64(median(v.versionCPU))/float64(hc), v.name+"version-cpu-x-hello")

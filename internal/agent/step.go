@@ -212,7 +212,7 @@ func (a *Agent) logRequestHeader(cfg session.CallConfig, tools []llm.ToolSchema)
 		case !a.headerSent && a.lastHeader == nil:
 			reason = "initial"
 		}
-		if _, err := a.log.Append(session.TypeRequestHeader, session.RequestHeader{Header: h, Reason: reason}); err != nil {
+		if _, err := a.log.Append(session.TypeRequestHeader, requestHeaderPayload(raw, reason)); err != nil {
 			return err
 		}
 		a.headerSent, a.lastHeader = true, raw
@@ -225,6 +225,18 @@ func (a *Agent) logRequestHeader(cfg session.CallConfig, tools []llm.ToolSchema)
 		a.lastCtx = rc
 	}
 	return nil
+}
+
+// requestHeaderPayload is the JSON encoding of session.RequestHeader{Header:
+// h, Reason: reason} given h's encoding raw, which the change check above
+// has just made: the ~33 KB header (system prompt and tool schemas) is not
+// encoded a second time before the first request.
+func requestHeaderPayload(raw []byte, reason string) json.RawMessage {
+	const head, mid = `{"header":`, `,"reason":`
+	r, _ := json.Marshal(reason) // a string always encodes
+	out := make([]byte, 0, len(head)+len(raw)+len(mid)+len(r)+1)
+	out = append(append(append(append(append(out, head...), raw...), mid...), r...), '}')
+	return out
 }
 
 // hookRetry asks the request-error hooks whether to retry at once.

@@ -112,10 +112,7 @@ func Compose(o Options) (string, config.Config, *compose.Composition, error) {
 	if err != nil {
 		return "", config.Config{}, nil, &ConfigError{err}
 	}
-	base, err := compose.ParseRows(baseProfile)
-	if err != nil {
-		return "", cfg, nil, fmt.Errorf("built-in profile: %w", err)
-	}
+	base := builtinRows()
 	cfgPath := filepath.Join(home, "config.yaml")
 	home2 := compose.Layer{Source: cfgPath, Rows: cfg.Profile}
 	if cfg.Model != "" || cfg.Effort != "" || cfg.MaxTokens != 0 {

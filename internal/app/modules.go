@@ -1,7 +1,6 @@
 package app
 
 import (
-	_ "embed"
 	"errors"
 	"fmt"
 	"github.com/dsh-dev/dsh/internal/goal"
@@ -30,8 +29,9 @@ import (
 	"github.com/dsh-dev/dsh/internal/web"
 )
 
-//go:embed base.yaml
-var baseProfile []byte
+// The built-in profile is base.yaml; builtinRows (base_rows.go) is its
+// rows as Go values, so that no start parses it.
+//go:generate go run ./genbase base.yaml base_rows.go
 
 // env is what a module applies to when a session is wired.
 type env struct {

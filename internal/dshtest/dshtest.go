@@ -26,7 +26,11 @@ func Main(m *testing.M, bin *string) {
 		os.Exit(1)
 	}
 	*bin = filepath.Join(dir, "dsh")
-	if out, err := exec.Command("go", "build", "-o", *bin, "github.com/dsh-dev/dsh/cmd/dsh").CombinedOutput(); err != nil {
+	// Built as releases are (README "Build"): without cgo, statically
+	// linked, so the end-to-end tests run the binary users run.
+	build := exec.Command("go", "build", "-o", *bin, "github.com/dsh-dev/dsh/cmd/dsh")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build dsh: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/agent"
@@ -26,7 +27,7 @@ const OriginKind = "github"
 // DefaultAPIURL is GitHub's REST API.
 const DefaultAPIURL = "https://api.github.com"
 
-var shaRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
+var shaRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}$`) })
 
 // HostReviewer runs review sessions through a session host.
 type HostReviewer struct {
@@ -48,7 +49,7 @@ func (r *HostReviewer) Review(ctx context.Context, job Job) (string, error) {
 		}
 		pr = got
 	}
-	if !shaRE.MatchString(pr.Head.SHA) {
+	if !shaRE().MatchString(pr.Head.SHA) {
 		return "", fmt.Errorf("pull request %d: head sha %q is not a commit id", pr.Number, pr.Head.SHA)
 	}
 	wt, err := worktree(ctx, job.Rule.Path, r.Config.WorktreeDir, job.Repo, pr)

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -112,7 +113,7 @@ func (h Hook) Matches(subject string) bool {
 	return h.match(subject)
 }
 
-var literalMatcher = regexp.MustCompile(`^[A-Za-z0-9_|]+$`)
+var literalMatcher = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_|]+$`) })
 
 // compileMatcher turns a matcher into a predicate; an invalid regular
 // expression is an error.
@@ -120,7 +121,7 @@ func compileMatcher(m string, d Dialect) (func(string) bool, error) {
 	if m == "" || m == "*" {
 		return nil, nil
 	}
-	if d == DialectClaude && literalMatcher.MatchString(m) {
+	if d == DialectClaude && literalMatcher().MatchString(m) {
 		names := strings.Split(m, "|")
 		return func(s string) bool { return slices.Contains(names, s) }, nil
 	}

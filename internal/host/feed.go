@@ -88,6 +88,18 @@ func (h *Host) Subscribe() *Feed {
 	return f
 }
 
+// subscribed reports whether the feed has any subscriber. An event whose
+// Info costs a store read (a session added or closed) is not built when
+// nobody listens: `dsh run` has no subscriber, and the read (a connection
+// of its own on the first) sat between exec and the first model request.
+// A subscriber that joins right after the check misses the event, as it
+// would have a moment later.
+func (h *Host) subscribed() bool {
+	h.feeds.mu.Lock()
+	defer h.feeds.mu.Unlock()
+	return len(h.feeds.subs) > 0
+}
+
 // Publish sends e to every subscriber. It never blocks: a subscriber
 // whose buffer is full is dropped.
 func (h *Host) Publish(e FeedEvent) {

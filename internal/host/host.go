@@ -350,9 +350,10 @@ func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 		h.own(e)
 	}()
 	h.armIdle(e)
-	info, err := h.info(context.WithoutCancel(ctx), id)
-	if err == nil {
-		h.Publish(FeedEvent{Type: FeedSessionAdded, SessionID: id, Status: StatusIdle, Info: &info})
+	if h.subscribed() {
+		if info, err := h.info(context.WithoutCancel(ctx), id); err == nil {
+			h.Publish(FeedEvent{Type: FeedSessionAdded, SessionID: id, Status: StatusIdle, Info: &info})
+		}
 	}
 	return e, nil
 }
@@ -445,6 +446,9 @@ func (h *Host) finishDispose(e *entry, cause string) error {
 	}
 	h.mu.Unlock()
 	close(e.done)
+	if !h.subscribed() {
+		return nil // the info would read the whole log, for nobody
+	}
 	ev := FeedEvent{Type: FeedSessionStatus, SessionID: e.id, Status: StatusIdle}
 	if info, err := h.info(context.Background(), e.id); err == nil {
 		ev.Info = &info // no longer live

@@ -12,6 +12,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/mcp"
 	"github.com/dsh-dev/dsh/internal/session"
+	"github.com/dsh-dev/dsh/internal/store"
 	"github.com/dsh-dev/dsh/internal/subagent"
 	"github.com/dsh-dev/dsh/internal/tools/question"
 )
@@ -86,6 +87,15 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 		if err := h.SetPlanMode(ctx, e.id, true); err != nil {
 			return Info{}, err
 		}
+	} else if session.PromptTitle(r.Title) == "" {
+		// Nothing but the new row is stored yet, and all it holds is known
+		// here: no store read (on a fresh process, a connection of its
+		// own) between exec and the first request. The row's updated_at
+		// is its creation, a moment after the header's.
+		hdr := sess.Log.Header()
+		in := infoOf(store.Entry{Header: hdr, Status: store.StatusNew, UpdatedAt: hdr.CreatedAt})
+		h.overlay(&in, e, true)
+		return in, nil
 	}
 	return h.info(ctx, e.id)
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -95,7 +96,7 @@ func (f ToolFilter) Match(name string) bool {
 	return false
 }
 
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+var serverName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`) })
 
 // Transport is the server's transport, derived from which keys are set.
 func (c ServerConfig) Transport() string {
@@ -121,7 +122,7 @@ func (c ServerConfig) WithDefaults() ServerConfig {
 
 // Validate checks one server's configuration.
 func (c ServerConfig) Validate() error {
-	if !serverName.MatchString(c.Name) {
+	if !serverName().MatchString(c.Name) {
 		return fmt.Errorf("mcp server name %q must be 1 to 32 letters, digits, _ or -", c.Name)
 	}
 	switch {
@@ -178,7 +179,7 @@ func ValidateSet(cfgs []ServerConfig) error {
 	return nil
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+var envRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`) })
 
 // expand replaces ${NAME} references with dsh's environment (only the
 // braced form, so a literal "$" in a value stays as written). A variable
@@ -186,7 +187,7 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // is a confusing authentication failure later.
 func expand(s string) (string, error) {
 	var missing []string
-	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
+	out := envRef().ReplaceAllStringFunc(s, func(ref string) string {
 		name := ref[2 : len(ref)-1]
 		v, ok := os.LookupEnv(name)
 		if !ok {

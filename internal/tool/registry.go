@@ -204,21 +204,103 @@ func validName(name string) error {
 // normalizeParameters checks that raw is a JSON object schema (a JSON
 // object whose "type" is "object": providers require the arguments of a
 // function to be an object) and returns a compacted private copy.
+//
+// Every tool is registered at every session's start, before the first
+// request: the schema is compacted (which validates it) and its top-level
+// members are scanned for "type", rather than decoded into a map (which
+// allocated every member and was most of a session's wiring).
 func normalizeParameters(raw json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errors.New("parameters schema is empty")
 	}
-	var schema map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &schema); err != nil || schema == nil {
+	var buf bytes.Buffer
+	buf.Grow(len(raw))
+	if err := json.Compact(&buf, raw); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' {
 		return nil, errors.New("parameters schema is not a JSON object")
 	}
-	var typ string
-	if err := json.Unmarshal(schema["type"], &typ); err != nil || typ != "object" {
+	typ, ok := topLevelMember(buf.Bytes(), "type")
+	var s string
+	if !ok || json.Unmarshal(typ, &s) != nil || s != "object" {
 		return nil, errors.New(`parameters schema must have "type": "object"`)
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, fmt.Errorf("parameters schema: %w", err)
-	}
 	return json.RawMessage(buf.Bytes()), nil
+}
+
+// topLevelMember returns the value of the last member named name of obj, a
+// compacted JSON object (the last, as decoding into a map would keep).
+func topLevelMember(obj []byte, name string) (json.RawMessage, bool) {
+	var val json.RawMessage
+	found := false
+	i := 1 // past '{'
+	for i < len(obj) && obj[i] != '}' {
+		end := stringEnd(obj, i)
+		key := obj[i:end]
+		i = end + 1 // past ':'
+		if i >= len(obj) {
+			break // not compacted JSON: no value
+		}
+		vend := valueEnd(obj, i)
+		if keyIs(key, name) {
+			val, found = obj[i:vend], true
+		}
+		i = vend
+		if i < len(obj) && obj[i] == ',' {
+			i++
+		}
+	}
+	return val, found
+}
+
+// keyIs reports whether the JSON string key (quotes included) is name.
+func keyIs(key []byte, name string) bool {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return len(key) == len(name)+2 && string(key[1:len(key)-1]) == name
+	}
+	var k string
+	return json.Unmarshal(key, &k) == nil && k == name
+}
+
+// stringEnd returns the index just past the JSON string starting at i.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index just past the compacted JSON value at i.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b)
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for j := i; j < len(b); j++ { // a number, true, false or null
+		if b[j] == ',' || b[j] == '}' {
+			return j
+		}
+	}
+	return len(b)
 }

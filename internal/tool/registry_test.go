@@ -202,3 +202,37 @@ func mustRegister(t *testing.T, r *Registry, scope string, d Definition) {
 		t.Fatal(err)
 	}
 }
+
+// TestNormalizeParametersAgreesWithDecoding checks the scanning check
+// against decoding the schema into a map, which it replaced: the same
+// verdict for each schema, and the same compacted bytes.
+func TestNormalizeParametersAgreesWithDecoding(t *testing.T) {
+	decoded := func(raw json.RawMessage) bool {
+		var schema map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &schema); err != nil || schema == nil {
+			return false
+		}
+		var typ string
+		return json.Unmarshal(schema["type"], &typ) == nil && typ == "object"
+	}
+	for _, raw := range []string{
+		`{"type":"object"}`, ` { "type" : "object" , "properties" : {} } `, `{"properties":{"type":"object"},"type":"object"}`,
+		`{"properties":{"type":"object"}}`, `{"type":"string"}`, `{"type":"object","type":"string"}`,
+		`{"type":"string","type":"object"}`, `{"typ\u0065":"object"}`, `{"type":"obj\u0065ct"}`, `{"type":["object"]}`,
+		`{"a":"}\"type\":","type":"object"}`, `{"a":[1,{"b":"]"}],"n":-1.5e3,"t":true,"z":null,"type":"object"}`,
+		`{"a":"x\\","type":"object"}`, `{"type":null}`, `{"type":1}`, `{}`, `[]`, `null`, `"object"`, `{"type":`, `{"type":"object"} x`,
+		`{"type":"object",}`, `{"description":"a \"type\": \"object\" inside","type":"array"}`,
+	} {
+		got, err := normalizeParameters(json.RawMessage(raw))
+		if want := decoded(json.RawMessage(raw)); (err == nil) != want {
+			t.Errorf("%s: err %v, decoding says valid=%v", raw, err, want)
+			continue
+		}
+		if err == nil {
+			var c bytes.Buffer
+			if cerr := json.Compact(&c, []byte(raw)); cerr != nil || !bytes.Equal(got, c.Bytes()) {
+				t.Errorf("%s: normalized to %s", raw, got)
+			}
+		}
+	}
+}

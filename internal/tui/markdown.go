@@ -3,6 +3,7 @@ package tui
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // markdown renders the Markdown a model writes for a terminal of width
@@ -40,9 +41,11 @@ func (t theme) markdown(src string, width int) string {
 }
 
 var (
-	orderedRE = regexp.MustCompile(`^(\s*)(\d+[.)])\s+(.*)$`)
-	bulletRE  = regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`)
-	inlineRE  = regexp.MustCompile("`[^`]+`|\\*\\*[^*]+\\*\\*|__[^_]+__|\\*[^*\\s][^*]*\\*")
+	orderedRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)(\d+[.)])\s+(.*)$`) })
+	bulletRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)[-*+]\s+(.*)$`) })
+	inlineRE  = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile("`[^`]+`|\\*\\*[^*]+\\*\\*|__[^_]+__|\\*[^*\\s][^*]*\\*")
+	})
 )
 
 func (t theme) mdLine(l string, width int) string {
@@ -59,11 +62,11 @@ func (t theme) mdLine(l string, width int) string {
 		q := strings.TrimSpace(strings.TrimPrefix(trimmed, ">"))
 		return indent(t.dim.Render(t.inline(q)), width, t.dim.Render("│ "), t.dim.Render("│ "))
 	}
-	if m := bulletRE.FindStringSubmatch(l); m != nil {
+	if m := bulletRE().FindStringSubmatch(l); m != nil {
 		pad := strings.Repeat(" ", min(len(m[1]), 8))
 		return indent(t.inline(m[2]), width, pad+t.accent.Render("•")+" ", pad+"  ")
 	}
-	if m := orderedRE.FindStringSubmatch(l); m != nil {
+	if m := orderedRE().FindStringSubmatch(l); m != nil {
 		pad := strings.Repeat(" ", min(len(m[1]), 8))
 		return indent(t.inline(m[3]), width, pad+t.accent.Render(m[2])+" ", pad+strings.Repeat(" ", len(m[2])+1))
 	}
@@ -72,7 +75,7 @@ func (t theme) mdLine(l string, width int) string {
 
 // inline styles `code`, **bold** and *emphasis*.
 func (t theme) inline(s string) string {
-	return inlineRE.ReplaceAllStringFunc(s, func(m string) string {
+	return inlineRE().ReplaceAllStringFunc(s, func(m string) string {
 		switch {
 		case strings.HasPrefix(m, "`"):
 			return t.keyword.Render(strings.Trim(m, "`"))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -12,7 +13,7 @@ import (
 )
 
 // trailingPad is a line's trailing blanks, before any closing SGR.
-var trailingPad = regexp.MustCompile(` +((?:\x1b\[[0-9;]*m)*)$`)
+var trailingPad = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(` +((?:\x1b\[[0-9;]*m)*)$`) })
 
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
@@ -207,7 +208,7 @@ func (m *model) prefixComposer() string {
 	for i, l := range lines {
 		// The textarea pads its lines to its width; the padding would
 		// only wrap, and linger, when the terminal narrows.
-		lines[i] = trailingPad.ReplaceAllString(l, "$1")
+		lines[i] = trailingPad().ReplaceAllString(l, "$1")
 	}
 	mark := m.th.user.Render("›") + " "
 	if m.st.running {

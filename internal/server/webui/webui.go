@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 )
 
 //go:embed static
@@ -37,10 +38,12 @@ func FS() fs.FS { return files }
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// etags holds a content hash per file, computed once: embedded files have
-// no modification time, and a strong validator lets a reload revalidate
-// with a 304 instead of downloading again.
-var etags = func() map[string]string {
+// etags holds a content hash per file, computed once, at the first request
+// (not at package initialisation: every dsh process links this package,
+// and hashing the UI cost each start ~0.3 ms): embedded files have no
+// modification time, and a strong validator lets a reload revalidate with
+// a 304 instead of downloading again.
+var etags = sync.OnceValue(func() map[string]string {
 	m := map[string]string{}
 	_ = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -55,7 +58,7 @@ var etags = func() map[string]string {
 		return nil
 	})
 	return m
-}()
+})
 
 // Handler serves the UI: "/" is index.html, every other path names one
 // embedded file (404 otherwise). Only GET and HEAD are answered. The
@@ -73,7 +76,7 @@ func Handler() http.Handler {
 		if name == "" {
 			name = "index.html"
 		}
-		tag, ok := etags[name]
+		tag, ok := etags()[name]
 		if !ok {
 			http.NotFound(w, r)
 			return
