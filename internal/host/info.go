@@ -227,6 +227,9 @@ func (h *Host) Get(ctx context.Context, id string) (Info, error) {
 	return h.info(ctx, full)
 }
 
+// infoPage is how many events info folds at a time.
+const infoPage = 1024
+
 func (h *Host) info(ctx context.Context, id string) (Info, error) {
 	en, err := h.app.Store.Get(ctx, id)
 	if err != nil {
@@ -240,14 +243,26 @@ func (h *Host) info(ctx context.Context, id string) (Info, error) {
 		h.overlay(&in, e, true)
 		return in, nil
 	}
-	events, err := h.app.Store.ReadFrom(ctx, id, 0)
-	if err != nil {
-		return Info{}, classify(err)
-	}
+	// The folds need one event at a time: read the log a page at a time
+	// rather than hold a long session whole.
 	usage, pressure := projection.TokenUsageUnit(), projection.ContextPressureUnit(0)
 	us, ps := usage.Init(), pressure.Init()
-	for _, ev := range events {
-		us, ps = usage.Apply(us, ev), pressure.Apply(ps, ev)
+	var x session.Expander
+	for from := int64(0); ; {
+		page, err := h.app.Store.ReadPage(ctx, id, from, infoPage)
+		if err != nil {
+			return Info{}, classify(err)
+		}
+		for _, ev := range page {
+			if ev, err = x.Expand(ev); err != nil {
+				return Info{}, classify(fmt.Errorf("session %s: %w: %w", id, store.ErrCorrupt, err))
+			}
+			us, ps = usage.Apply(us, ev), pressure.Apply(ps, ev)
+		}
+		if len(page) < infoPage {
+			break
+		}
+		from += int64(len(page))
 	}
 	if u, ok := us.(projection.TokenUsage); ok {
 		in.Usage = u.Total
