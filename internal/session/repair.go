@@ -23,8 +23,28 @@ const (
 // carry seq and time following the log's last event. A balanced log gets
 // nil. Repair never removes anything.
 func Closers(events []Event) []Event {
+	// The fold's state after the last turn/start or turn/end depends on
+	// nothing before it, and after the last step/start following that,
+	// on nothing before it but the turn: decode only that tail.
+	turn := 0
+	for i := len(events) - 1; i >= 0; i-- {
+		if t := events[i].Type; t == TypeTurnStart || t == TypeTurnEnd {
+			turn = i
+			break
+		}
+	}
+	from := turn + 1
+	for i := len(events) - 1; i > turn; i-- {
+		if events[i].Type == TypeStepStart {
+			from = i
+			break
+		}
+	}
 	var b Balance
-	for _, e := range events {
+	if len(events) > 0 {
+		b.Add(events[turn])
+	}
+	for _, e := range events[min(from, len(events)):] {
 		b.Add(e)
 	}
 	return b.Closers()
