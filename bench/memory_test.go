@@ -141,18 +141,22 @@ func BenchmarkRunMemory(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			var peak int64
+			var peak, first, last int64
 			var perStep float64
 			for range b.N {
 				p, rss := runMemory(b, tc.steps, tc.args)
 				peak = max(peak, p)
 				from, to := rss[100], rss[tc.steps]
-				if from == 0 || to == 0 {
-					b.Fatalf("no RSS sample at request 100 or %d", tc.steps)
+				if from == 0 || to == 0 || rss[1] == 0 {
+					b.Fatalf("no RSS sample at request 1, 100 or %d", tc.steps)
 				}
 				perStep = float64(to-from) / float64(tc.steps-100)
+				first, last = rss[1], to
+				b.Logf("RSS (MB) at requests 1, 100, %d: %.1f %.1f %.1f; peak %.1f", tc.steps, float64(rss[1])/1024, float64(from)/1024, float64(to)/1024, float64(p)/1024)
 			}
 			b.ReportMetric(float64(peak)/1024, "peak-rss-MB")
+			b.ReportMetric(float64(first)/1024, "rss-MB@1")
+			b.ReportMetric(float64(last)/1024, "rss-MB@last")
 			b.ReportMetric(perStep, "rss-KiB/step")
 		})
 	}

@@ -67,16 +67,11 @@ type observer struct {
 
 // NewLog returns a live log continuing seed (events already durable in the
 // sink, e.g. a resumed session). sink may be nil for an ephemeral log.
-//
-// The log keeps seed's array rather than a copy (a long session's seed
-// is most of a resume's memory) until its first append: the caller may
-// read seed afterwards but must not modify it. Inbox references in it
-// are expanded in place.
 func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
 	l := &Log{header: h, sink: sink, now: time.Now, firstLive: int64(len(seed)),
 		nextDeliver: int64(len(seed)), flushTok: make(chan struct{}, 1)}
 	l.delivered = sync.NewCond(&l.mu)
-	l.events = seed[:0:len(seed)]
+	l.events = make([]Event, 0, len(seed)+64)
 	l.latest = map[string]int{}
 	for i, e := range seed {
 		if e.Seq != int64(i) {
