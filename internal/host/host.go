@@ -411,7 +411,9 @@ func (h *Host) finishDispose(e *entry, cause string) error {
 	h.mu.Unlock()
 	close(e.done)
 	ev := FeedEvent{Type: FeedSessionStatus, SessionID: e.id, Status: StatusIdle}
-	if info, err := h.info(context.Background(), e.id); err == nil {
+	// The session's projections folded its whole log, up to the last
+	// event Close flushed: no need to read it back.
+	if info, err := h.infoFolded(context.Background(), e.id, e.sess.Projections); err == nil {
 		ev.Info = &info // no longer live
 	}
 	h.Publish(ev)

@@ -231,6 +231,13 @@ func (h *Host) Get(ctx context.Context, id string) (Info, error) {
 const infoPage = 1024
 
 func (h *Host) info(ctx context.Context, id string) (Info, error) {
+	return h.infoFolded(ctx, id, nil)
+}
+
+// infoFolded is info of a session that is not live; folded, when not
+// nil, holds its whole log's projections (a session just disposed), so
+// that the log is not read again.
+func (h *Host) infoFolded(ctx context.Context, id string, folded *projection.Projections) (Info, error) {
 	en, err := h.app.Store.Get(ctx, id)
 	if err != nil {
 		return Info{}, classify(err)
@@ -241,6 +248,15 @@ func (h *Host) info(ctx context.Context, id string) (Info, error) {
 	in := infoOf(en)
 	if e, _ := h.lookup(id); e != nil {
 		h.overlay(&in, e, true)
+		return in, nil
+	}
+	if folded != nil {
+		if u, _, ok := projection.GetAs[projection.TokenUsage](folded, projection.KeyTokenUsage); ok {
+			in.Usage = u.Total
+		}
+		if c, _, ok := projection.GetAs[projection.ContextPressure](folded, projection.KeyContextPressure); ok && c.AnchorSeq >= 0 {
+			in.Context = &ContextUse{UsedTokens: c.EstimatedTokens, WindowTokens: c.ContextWindow, Fraction: c.Fraction}
+		}
 		return in, nil
 	}
 	// The folds need one event at a time: read the log a page at a time

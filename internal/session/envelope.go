@@ -55,8 +55,12 @@ func DecodeStored(body []byte) (e Event, ok bool, err error) {
 	}
 	e.Data = json.RawMessage(rest[:s.i:s.i])
 	rest = rest[s.i:]
+	if tail, ok := cutCommonOptional(&e, rest); ok {
+		rest = tail
+	}
 	if len(rest) != 1 || rest[0] != '}' {
-		// Optional members follow: few and small, decoded the usual way.
+		// Other optional members follow: few and small, decoded the
+		// usual way.
 		var opt struct {
 			Ignorable       bool       `json:"ignorable"`
 			SurfaceOp       *SurfaceOp `json:"surfaceOp"`
@@ -80,6 +84,43 @@ func DecodeStored(body []byte) (e Event, ok bool, err error) {
 		return Event{}, true, err
 	}
 	return e, true, nil
+}
+
+// cutCommonOptional parses the optional members most events carry,
+// "surfaceOp":"append" and "sourceEventSeqs":[…] (in field order, no
+// ignorable), into e; ok is false, with e unchanged, when rest holds
+// anything else before the closing brace.
+func cutCommonOptional(e *Event, rest []byte) (tail []byte, ok bool) {
+	var op *SurfaceOp
+	if r, found := bytes.CutPrefix(rest, []byte(`,"surfaceOp":"append"`)); found {
+		op, rest = Append, r
+	}
+	var seqs []int64
+	if r, found := bytes.CutPrefix(rest, []byte(`,"sourceEventSeqs":[`)); found {
+		seqs = []int64{}
+		for len(r) > 0 && r[0] != ']' {
+			if len(seqs) > 0 {
+				if r[0] != ',' {
+					return nil, false
+				}
+				r = r[1:]
+			}
+			v, after, ok := cutInt(r)
+			if !ok {
+				return nil, false
+			}
+			seqs, r = append(seqs, v), after
+		}
+		if len(r) == 0 {
+			return nil, false
+		}
+		rest = r[1:]
+	}
+	if len(rest) != 1 || rest[0] != '}' {
+		return nil, false
+	}
+	e.SurfaceOp, e.SourceEventSeqs = op, seqs
+	return rest, true
 }
 
 // cutInt parses the JSON integer at the start of b.
