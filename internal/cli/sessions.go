@@ -68,20 +68,26 @@ const showPage = 512
 // streamSession prints session id as Inspect would give it (inbox
 // references expanded, a crashed log's closers added) without holding
 // the log: it reads the store a page at a time and writes each event as
-// it goes, keeping only what expansion and balancing need.
+// it goes, keeping only what expansion and balancing need. An event that
+// does not read ends the output there with the error (the pages before
+// it are already written).
 func streamSession(ctx context.Context, st store.Sessions, id string, asJSON bool, out io.Writer) error {
 	ent, err := st.Get(ctx, id)
 	if err != nil {
 		return err
 	}
+	if ent.Err != nil {
+		return ent.Err // an unreadable header
+	}
 	w := bufio.NewWriterSize(out, 64<<10)
 	var x session.Expander
 	var bal session.Balance
+	// An Encoder (not Marshal) keeps the output byte-identical to what
+	// one wrote for the whole log.
+	enc := json.NewEncoder(w)
 	emit := func(e session.Event) error {
 		if asJSON {
-			// Encode (not Marshal) keeps the output byte-identical to
-			// what a json.Encoder wrote for the whole log.
-			return json.NewEncoder(w).Encode(e)
+			return enc.Encode(e)
 		}
 		writeTranscriptEvent(w, e)
 		return nil
