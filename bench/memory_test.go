@@ -77,11 +77,18 @@ func runMemory(b *testing.B, steps int, args string) (peakKB int64, rss map[int]
 	srv := llmtest.New()
 	defer srv.Close()
 	var mu sync.Mutex
-	pid := 0
+	timePID, pid := 0, 0
 	rss = map[int]int64{}
 	srv.SetFallback(countingFallback("bash", args, steps, func(n int) {
 		mu.Lock()
 		defer mu.Unlock()
+		if pid == 0 && timePID != 0 {
+			// GNU time's child is dsh, which sent this request.
+			raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", timePID, timePID))
+			if f := strings.Fields(string(raw)); len(f) > 0 {
+				pid, _ = strconv.Atoi(f[0])
+			}
+		}
 		if pid == 0 {
 			return
 		}
@@ -100,18 +107,7 @@ func runMemory(b *testing.B, steps int, args string) (peakKB int64, rss map[int]
 		mu.Unlock()
 		b.Fatal(err)
 	}
-	// GNU time forks dsh; wait until its child exists (the first request
-	// needs it anyway, so this ends long before any step).
-	for pid == 0 {
-		raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.Process.Pid, c.Process.Pid))
-		if f := strings.Fields(string(raw)); len(f) > 0 {
-			pid, _ = strconv.Atoi(f[0])
-			break
-		}
-		mu.Unlock()
-		time.Sleep(time.Millisecond) // polling for a pid, not synchronisation
-		mu.Lock()
-	}
+	timePID = c.Process.Pid
 	mu.Unlock()
 	if err := c.Wait(); err != nil {
 		b.Fatalf("%v: %s", err, log.Bytes())
