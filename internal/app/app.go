@@ -454,7 +454,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	}
 	// User hooks attach first: their pre-step runs after compaction's (which
 	// puts itself first) and their pre-execute before the permission rules.
-	resumed := len(log.Events()) > 0
+	resumed := log.Len() > 0
 	userHooks, err := e.installHooks(ctx, resumed)
 	if err != nil {
 		return nil, err

@@ -452,7 +452,7 @@ type transcript struct {
 func (t *transcript) sync() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	evs := t.log.Events()
+	evs := t.log.EventsView()
 	if t.written >= len(evs) && t.written > 0 {
 		return t.path
 	}

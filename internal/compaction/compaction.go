@@ -170,7 +170,7 @@ func New(opts Options) *Compactor {
 		// and order-independent, so events seen twice do no harm and
 		// none falls between the two.
 		c.log.Observe(c.m.fold)
-		for _, e := range c.log.Events() {
+		for _, e := range c.log.EventsView() {
 			c.m.fold(e)
 		}
 	}

@@ -306,7 +306,7 @@ func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 	ctx, cancel := context.WithCancelCause(h.base)
 	e := &entry{id: id, sess: sess, ctx: ctx, cancel: cancel, owned: make(chan struct{}), done: make(chan struct{}),
 		status: StatusIdle, runEnded: make(chan struct{})}
-	events := sess.Log.Events()
+	events := sess.Log.EventsView()
 	for i := len(events) - 1; i >= 0; i-- {
 		if events[i].Type == session.TypeTurnEnd {
 			e.lastEnd = turnEndKind(events[i])
@@ -450,7 +450,9 @@ func (h *Host) finishDispose(e *entry, cause string) error {
 		return nil // the info would read the whole log, for nobody
 	}
 	ev := FeedEvent{Type: FeedSessionStatus, SessionID: e.id, Status: StatusIdle}
-	if info, err := h.info(context.Background(), e.id); err == nil {
+	// The session's projections folded its whole log, up to the last
+	// event Close flushed: no need to read it back.
+	if info, err := h.infoFolded(context.Background(), e.id, e.sess.Projections); err == nil {
 		ev.Info = &info // no longer live
 	}
 	h.Publish(ev)

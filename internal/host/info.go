@@ -249,7 +249,17 @@ func (h *Host) Get(ctx context.Context, id string) (Info, error) {
 	return h.info(ctx, full)
 }
 
+// infoPage is how many events info folds at a time.
+const infoPage = 1024
+
 func (h *Host) info(ctx context.Context, id string) (Info, error) {
+	return h.infoFolded(ctx, id, nil)
+}
+
+// infoFolded is info of a session that is not live; folded, when not
+// nil, holds its whole log's projections (a session just disposed), so
+// that the log is not read again.
+func (h *Host) infoFolded(ctx context.Context, id string, folded *projection.Projections) (Info, error) {
 	en, err := h.app.Store.Get(ctx, id)
 	if err != nil {
 		return Info{}, classify(err)
@@ -262,16 +272,42 @@ func (h *Host) info(ctx context.Context, id string) (Info, error) {
 		h.overlay(&in, e, true)
 		return in, nil
 	}
-	events, err := h.app.Store.ReadFrom(ctx, id, 0)
-	if err != nil {
-		return Info{}, classify(err)
+	if folded != nil {
+		if u, _, ok := projection.GetAs[projection.TokenUsage](folded, projection.KeyTokenUsage); ok {
+			in.Usage = u.Total
+		}
+		if c, _, ok := projection.GetAs[projection.ContextPressure](folded, projection.KeyContextPressure); ok && c.AnchorSeq >= 0 {
+			in.Context = &ContextUse{UsedTokens: c.EstimatedTokens, WindowTokens: c.ContextWindow, Fraction: c.Fraction}
+		}
+		return in, nil
 	}
+	// The folds need one event at a time: read the log a page at a time
+	// rather than hold a long session whole.
 	usage, pressure := projection.TokenUsageUnit(), projection.ContextPressureUnit(0)
 	us, ps := usage.Init(), pressure.Init()
-	for _, ev := range events {
-		us, ps = usage.Apply(us, ev), pressure.Apply(ps, ev)
+	var x session.Expander
+	// Plan mode and the goal are folds of a few rare events: keep those.
+	var modes []session.Event
+	for from := int64(0); ; {
+		page, err := h.app.Store.ReadPage(ctx, id, from, infoPage)
+		if err != nil {
+			return Info{}, classify(err)
+		}
+		for _, ev := range page {
+			if ev, err = x.Expand(ev); err != nil {
+				return Info{}, classify(fmt.Errorf("session %s: %w: %w", id, store.ErrCorrupt, err))
+			}
+			us, ps = usage.Apply(us, ev), pressure.Apply(ps, ev)
+			if ev.Type == session.TypePlanMode || ev.Type == session.TypeGoalChange {
+				modes = append(modes, ev)
+			}
+		}
+		if len(page) < infoPage {
+			break
+		}
+		from += int64(len(page))
 	}
-	in.PlanMode = planModeOf(events)
+	in.PlanMode = planModeOf(modes)
 	if u, ok := us.(projection.TokenUsage); ok {
 		in.Usage = u.Total
 	}
@@ -279,7 +315,7 @@ func (h *Host) info(ctx context.Context, id string) (Info, error) {
 		in.Context = &ContextUse{UsedTokens: c.EstimatedTokens, WindowTokens: c.ContextWindow, Fraction: c.Fraction}
 	}
 	// A stored session's goal is never armed: only a live one runs rounds.
-	if g, err := goal.Fold(events); err == nil && g != nil {
+	if g, err := goal.Fold(modes); err == nil && g != nil {
 		in.Goal = &goal.State{Goal: g}
 	}
 	return in, nil

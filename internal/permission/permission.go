@@ -322,7 +322,7 @@ func (d Defaults) Select(log *session.Log, preset, source string) error {
 func lastKnobs(log *session.Log) (sandbox.Mode, string) {
 	var mode sandbox.Mode
 	policy := ""
-	events := log.Events()
+	events := log.EventsView()
 	for i := len(events) - 1; i >= 0 && (mode == "" || policy == ""); i-- {
 		switch e := events[i]; e.Type {
 		case session.TypeSandboxMode:

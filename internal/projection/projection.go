@@ -131,7 +131,7 @@ func (r *Registry) AttachFrom(log *session.Log, from map[string]Checkpoint) *Pro
 	// taken, so that no projection lock is ever held while calling into
 	// the log.
 	log.Observe(p.observe)
-	events := log.Events()
+	events := log.EventsView()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range events {

@@ -39,13 +39,24 @@ func FromInbox(ref InboxRef) AppendOption {
 // inboxMessage returns the raw message that ref names among events
 // (indexed by seq).
 func inboxMessage(events []Event, ref InboxRef) (json.RawMessage, error) {
-	if ref.Seq < 0 || ref.Seq >= int64(len(events)) || events[ref.Seq].Type != TypeInboxSpliced {
+	return inboxMessageAt(func(seq int64) (Event, bool) {
+		if seq < 0 || seq >= int64(len(events)) {
+			return Event{}, false
+		}
+		return events[seq], true
+	}, ref)
+}
+
+// inboxMessageAt is inboxMessage over a lookup of events by seq.
+func inboxMessageAt(at func(int64) (Event, bool), ref InboxRef) (json.RawMessage, error) {
+	sp0, ok := at(ref.Seq)
+	if !ok || sp0.Type != TypeInboxSpliced {
 		return nil, fmt.Errorf("inbox reference to seq %d: no agent/inbox/spliced event there", ref.Seq)
 	}
 	var sp struct {
 		Inserted []json.RawMessage `json:"inserted"`
 	}
-	if err := events[ref.Seq].Decode(&sp); err != nil {
+	if err := sp0.Decode(&sp); err != nil {
 		return nil, err
 	}
 	if ref.Index < 0 || ref.Index >= len(sp.Inserted) {
@@ -104,11 +115,22 @@ func expandEvent(events []Event, e Event) (Event, error) {
 	if !isRef(e) {
 		return e, nil
 	}
+	return expandRef(func(seq int64) (Event, bool) {
+		if seq < 0 || seq >= int64(len(events)) {
+			return Event{}, false
+		}
+		return events[seq], true
+	}, e)
+}
+
+// expandRef expands the referencing user/message e over a lookup of
+// events by seq.
+func expandRef(at func(int64) (Event, bool), e Event) (Event, error) {
 	var r storedRef
 	if err := e.Decode(&r); err != nil || r.InboxRef == nil {
 		return e, err
 	}
-	raw, err := inboxMessage(events, *r.InboxRef)
+	raw, err := inboxMessageAt(at, *r.InboxRef)
 	if err != nil {
 		return e, fmt.Errorf("event %d: %w", e.Seq, err)
 	}
@@ -145,4 +167,29 @@ func ExpandEvents(events []Event) ([]Event, error) {
 		return events, nil
 	}
 	return out, nil
+}
+
+// Expander expands the inbox references of a stored log read in seq
+// order, a page at a time, as [ExpandEvents] does for a whole one. It
+// keeps only the agent/inbox/spliced events (what a reference can name;
+// two or so per turn), not the log. The zero value is ready.
+type Expander struct {
+	spliced map[int64]Event
+}
+
+// Expand returns e expanded; e must follow the events given before.
+func (x *Expander) Expand(e Event) (Event, error) {
+	if e.Type == TypeInboxSpliced {
+		if x.spliced == nil {
+			x.spliced = map[int64]Event{}
+		}
+		x.spliced[e.Seq] = e
+	}
+	if !isRef(e) {
+		return e, nil
+	}
+	return expandRef(func(seq int64) (Event, bool) {
+		sp, ok := x.spliced[seq]
+		return sp, ok
+	}, e)
 }

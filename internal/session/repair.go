@@ -23,47 +23,95 @@ const (
 // carry seq and time following the log's last event. A balanced log gets
 // nil. Repair never removes anything.
 func Closers(events []Event) []Event {
-	turn, step := -1, -1
-	var stepOpen bool
-	var calls []llm.Block       // tool calls requested in the open step
-	logged := map[string]bool{} // callIds with a tool/call
-	done := map[string]bool{}   // callIds with a tool/result
-	for _, e := range events {
-		switch e.Type {
-		case TypeTurnStart:
-			var p TurnStart
-			if e.Decode(&p) == nil {
-				turn, step, stepOpen = p.Turn, -1, false
-			}
-		case TypeTurnEnd:
-			turn, stepOpen = -1, false
-		case TypeStepStart:
-			var p StepRef
-			if e.Decode(&p) == nil {
-				step, stepOpen = p.Step, true
-				calls = nil
-				clear(logged)
-				clear(done)
-			}
-		case TypeStepEnd:
-			stepOpen = false
-		case TypeAssistantMsg:
-			var p AssistantMessage
-			if e.Decode(&p) == nil && stepOpen {
-				calls = append(calls, p.Message.ToolCalls()...)
-			}
-		case TypeToolCall:
-			var p ToolCall
-			if e.Decode(&p) == nil {
-				logged[p.CallID] = true
-			}
-		case TypeToolResult:
-			var p ToolResult
-			if e.Decode(&p) == nil {
-				done[p.CallID] = true
-			}
+	// The fold's state after the last turn/start or turn/end depends on
+	// nothing before it, and after the last step/start following that,
+	// on nothing before it but the turn: decode only that tail.
+	turn := 0
+	for i := len(events) - 1; i >= 0; i-- {
+		if t := events[i].Type; t == TypeTurnStart || t == TypeTurnEnd {
+			turn = i
+			break
 		}
 	}
+	from := turn + 1
+	for i := len(events) - 1; i > turn; i-- {
+		if events[i].Type == TypeStepStart {
+			from = i
+			break
+		}
+	}
+	var b Balance
+	if len(events) > 0 {
+		b.Add(events[turn])
+	}
+	for _, e := range events[min(from, len(events)):] {
+		b.Add(e)
+	}
+	return b.Closers()
+}
+
+// Balance folds a log, in seq order, into what [Closers] needs, so that
+// a log read in pages can be balanced without holding it: only the open
+// step's calls are kept. The zero value is an empty log.
+type Balance struct {
+	turn, step int
+	started    bool // turn and step are valid once an event was added
+	stepOpen   bool
+	calls      []llm.Block     // tool calls requested in the open step
+	logged     map[string]bool // callIds with a tool/call
+	done       map[string]bool // callIds with a tool/result
+	next, at   int64           // seq and time after the last event
+}
+
+// Add folds the next event of the log.
+func (b *Balance) Add(e Event) {
+	if !b.started {
+		b.turn, b.step, b.started = -1, -1, true
+		b.logged, b.done = map[string]bool{}, map[string]bool{}
+	}
+	b.next, b.at = e.Seq+1, e.Time
+	switch e.Type {
+	case TypeTurnStart:
+		var p TurnStart
+		if e.Decode(&p) == nil {
+			b.turn, b.step, b.stepOpen = p.Turn, -1, false
+		}
+	case TypeTurnEnd:
+		b.turn, b.stepOpen = -1, false
+	case TypeStepStart:
+		var p StepRef
+		if e.Decode(&p) == nil {
+			b.step, b.stepOpen = p.Step, true
+			b.calls = nil
+			clear(b.logged)
+			clear(b.done)
+		}
+	case TypeStepEnd:
+		b.stepOpen = false
+	case TypeAssistantMsg:
+		var p AssistantMessage
+		if e.Decode(&p) == nil && b.stepOpen {
+			b.calls = append(b.calls, p.Message.ToolCalls()...)
+		}
+	case TypeToolCall:
+		var p ToolCall
+		if e.Decode(&p) == nil {
+			b.logged[p.CallID] = true
+		}
+	case TypeToolResult:
+		var p ToolResult
+		if e.Decode(&p) == nil {
+			b.done[p.CallID] = true
+		}
+	}
+}
+
+// Closers returns the closers of the log added so far, as [Closers] does.
+func (b *Balance) Closers() []Event {
+	if !b.started {
+		return nil
+	}
+	turn, step, stepOpen, calls, logged, done := b.turn, b.step, b.stepOpen, b.calls, b.logged, b.done
 	if turn < 0 {
 		return nil
 	}
@@ -96,10 +144,7 @@ func Closers(events []Event) []Event {
 		add(TypeStepEnd, StepRef{Turn: turn, Step: step})
 	}
 	add(TypeTurnEnd, TurnEnd{Turn: turn, Reason: TurnEndReason{Kind: EndInterrupted}})
-	var next, at int64
-	if n := len(events); n > 0 {
-		next, at = events[n-1].Seq+1, events[n-1].Time
-	}
+	next, at := b.next, b.at
 	for i := range out {
 		out[i].Seq = next + int64(i)
 		out[i].Time = at

@@ -45,6 +45,11 @@ type Sessions interface {
 	Inspect(ctx context.Context, id string) (session.Header, []session.Event, error)
 	// ReadFrom returns the stored events with seq >= fromSeq, unrepaired.
 	ReadFrom(ctx context.Context, id string, fromSeq int64) ([]session.Event, error)
+	// ReadPage returns at most limit stored events from seq fromSeq on,
+	// unrepaired and unexpanded (inbox references stay): one page of a log
+	// read in bounded memory, with [session.Expander] and
+	// [session.Balance] doing what Inspect does for the whole log.
+	ReadPage(ctx context.Context, id string, fromSeq int64, limit int) ([]session.Event, error)
 	// List returns the sessions f selects, most recently updated first
 	// (ties broken by id, descending), without reading any log.
 	List(ctx context.Context, f ListFilter) ([]Entry, error)

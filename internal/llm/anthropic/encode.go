@@ -3,6 +3,7 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
@@ -27,12 +28,32 @@ type encoded struct {
 // encoded messages of the last request, in order, and the turns that the
 // first doneMsgs of them make, assembled: no later message changes them.
 // A request that extends it encodes and assembles only its new messages.
+//
+// The history is held encoded once: a message's own encoding is dropped
+// when it is assembled into done, and done grows in segments rather than
+// by reallocation (an earlier body may still be reading it, and a copy
+// would hold the history twice).
 type encodeState struct {
 	msgs []encoded
 	// done is ","+turn for each of the doneTurns turns of
-	// msgs[:doneMsgs].
-	done                []byte
+	// msgs[:doneMsgs], in segments of about doneSegment bytes; a segment
+	// only grows past the length any body holds.
+	done                [][]byte
 	doneMsgs, doneTurns int
+}
+
+// doneSegment is the capacity of a new segment of encodeState.done.
+const doneSegment = 64 << 10
+
+// appendDone appends p to done: to the last segment where it has room
+// (past every length handed out, so no body sees the change), else to a
+// new segment.
+func (st *encodeState) appendDone(p []byte) {
+	if n := len(st.done); n > 0 && cap(st.done[n-1])-len(st.done[n-1]) >= len(p) {
+		st.done[n-1] = append(st.done[n-1], p...)
+		return
+	}
+	st.done = append(st.done, append(make([]byte, 0, max(doneSegment, len(p))), p...))
 }
 
 // messagesKey splits a body encoded with nil Messages around them. What
@@ -60,7 +81,10 @@ func encodeRequest(req llm.Request) (llmhttp.Body, error) {
 		raw, err := json.Marshal(buildRequest(req))
 		return llmhttp.Body{raw}, err
 	}
-	var done, rest []byte
+	var (
+		done [][]byte
+		rest []byte
+	)
 	assemble := func(old any) any {
 		st, ok := old.(*encodeState)
 		if !ok {
@@ -84,7 +108,9 @@ func encodeRequest(req llm.Request) (llmhttp.Body, error) {
 	body := llmhttp.Body{open}
 	switch {
 	case len(done) > 0:
-		body = append(body, []byte{'['}, done[1:], rest, []byte{']'})
+		body = append(body, []byte{'['}, done[0][1:])
+		body = append(body, done[1:]...)
+		body = append(body, rest, []byte{']'})
 	case len(rest) > 0:
 		body = append(body, []byte{'['}, rest[1:], []byte{']'})
 	default:
@@ -100,11 +126,13 @@ func (st *encodeState) update(msgs []llm.Message) error {
 	for keep < len(msgs) && keep < len(st.msgs) && st.msgs[keep].key == llm.IdentityOf(msgs[keep]) {
 		keep++
 	}
-	st.msgs = st.msgs[:keep]
 	if keep < st.doneMsgs {
+		// The assembled messages no longer hold their own encoding: start
+		// again (a compaction's replace changes the first message anyway).
 		// A fresh array: an earlier body may still hold the old one.
-		st.done, st.doneMsgs, st.doneTurns = nil, 0, 0
+		keep, st.done, st.doneMsgs, st.doneTurns = 0, nil, 0, 0
 	}
+	st.msgs = st.msgs[:keep]
 	for _, m := range msgs[keep:] {
 		e := encoded{key: llm.IdentityOf(m), assistant: m.Role == llm.RoleAssistant}
 		for _, b := range m.Content {
@@ -139,7 +167,7 @@ func (st *encodeState) update(msgs []llm.Message) error {
 // cache breakpoint on its last cacheable block. A turn is written when
 // it closes; where a message's first blocks close a turn, the turns
 // before it are done.
-func (st *encodeState) assemble() (done, rest []byte) {
+func (st *encodeState) assemble() (done [][]byte, rest []byte) {
 	role, turns := "", st.doneTurns
 	var lead, tail []*encodedBlock
 	closeTurn := func(last bool) {
@@ -184,7 +212,11 @@ func (st *encodeState) assemble() (done, rest []byte) {
 				closeTurn(false)
 				role = r
 				if first && len(rest) > 0 {
-					st.done = append(st.done, rest...)
+					st.appendDone(rest)
+					for k := st.doneMsgs; k < j; k++ {
+						// Assembled: done holds it now.
+						st.msgs[k].results, st.msgs[k].others = nil, nil
+					}
 					st.doneMsgs, st.doneTurns, rest = j, turns, rest[:0]
 				}
 			}
@@ -207,7 +239,7 @@ func (st *encodeState) assemble() (done, rest []byte) {
 		}
 	}
 	closeTurn(true)
-	return st.done[:len(st.done):len(st.done)], rest
+	return slices.Clone(st.done), rest
 }
 
 // at is the j-th block of lead followed by tail.

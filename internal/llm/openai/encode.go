@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/llm/llmhttp"
@@ -27,13 +28,23 @@ type encodedPart struct {
 // messages of the last request, in order, and the wire messages of its
 // first done messages assembled, which no later message changes. A
 // request that extends it encodes and assembles only its new messages.
+//
+// The history is held encoded once: a message's own encoding is dropped
+// when it is assembled into done, and done grows in segments rather than
+// by reallocation (an earlier body may still be reading it, and a copy
+// would hold the history twice).
 type encodeState struct {
 	client *Client
 	msgs   []encoded
-	// done is ","+message for each wire message of msgs[:doneMsgs].
-	done     []byte
+	// done is ","+message for each wire message of msgs[:doneMsgs], in
+	// segments of about doneSegment bytes; a segment only grows past the
+	// length any body holds.
+	done     [][]byte
 	doneMsgs int
 }
+
+// doneSegment is the capacity of a new segment of encodeState.done.
+const doneSegment = 64 << 10
 
 // messagesKey splits a body encoded with nil Messages around them. The
 // model, the only member before them, is a JSON string, in which a quote
@@ -58,7 +69,10 @@ func (c *Client) encodeRequest(req llm.Request) (llmhttp.Body, error) {
 		raw, err := json.Marshal(c.buildRequest(req))
 		return llmhttp.Body{raw}, err
 	}
-	var done, rest []byte
+	var (
+		done [][]byte
+		rest []byte
+	)
 	assemble := func(old any) any {
 		st, ok := old.(*encodeState)
 		if !ok || st.client != c {
@@ -89,7 +103,7 @@ func (c *Client) encodeRequest(req llm.Request) (llmhttp.Body, error) {
 	open := append(frame[:cut:cut], `,"messages":`...)
 	body := llmhttp.Body{open}
 	list := 0
-	for _, p := range [][]byte{system, done, rest} {
+	for _, p := range slices.Concat([][]byte{system}, done, [][]byte{rest}) {
 		if len(p) == 0 {
 			continue
 		}
@@ -117,11 +131,13 @@ func (st *encodeState) update(msgs []llm.Message) error {
 	for keep < len(msgs) && keep < len(st.msgs) && st.msgs[keep].key == llm.IdentityOf(msgs[keep]) {
 		keep++
 	}
-	st.msgs = st.msgs[:keep]
 	if keep < st.doneMsgs {
+		// The assembled messages no longer hold their own encoding: start
+		// again (a compaction's replace changes the first message anyway).
 		// A fresh array: an earlier body may still hold the old one.
-		st.done, st.doneMsgs = nil, 0
+		keep, st.done, st.doneMsgs = 0, nil, 0
 	}
+	st.msgs = st.msgs[:keep]
 	for _, m := range msgs[keep:] {
 		e := encoded{key: llm.IdentityOf(m)}
 		for _, wm := range st.client.messages(m) {
@@ -145,7 +161,7 @@ func (st *encodeState) update(msgs []llm.Message) error {
 // buildRequest does: the images of a run of tool messages follow it in
 // one user message. Where a message starts with no images pending, what
 // precedes it is done.
-func (st *encodeState) assemble() (done, rest []byte, err error) {
+func (st *encodeState) assemble() (done [][]byte, rest []byte, err error) {
 	var pending []chatMessage
 	flush := func() error {
 		for _, m := range appendToolImages(nil, pending) {
@@ -160,7 +176,10 @@ func (st *encodeState) assemble() (done, rest []byte, err error) {
 	}
 	for j := st.doneMsgs; j < len(st.msgs); j++ {
 		if len(pending) == 0 && len(rest) > 0 {
-			st.done = append(st.done, rest...)
+			st.appendDone(rest)
+			for k := st.doneMsgs; k < j; k++ {
+				st.msgs[k].parts = nil // assembled: done holds it now
+			}
 			st.doneMsgs, rest = j, rest[:0]
 		}
 		for _, p := range st.msgs[j].parts {
@@ -178,5 +197,16 @@ func (st *encodeState) assemble() (done, rest []byte, err error) {
 	if err := flush(); err != nil {
 		return nil, nil, err
 	}
-	return st.done[:len(st.done):len(st.done)], rest, nil
+	return slices.Clone(st.done), rest, nil
+}
+
+// appendDone appends p to done: to the last segment where it has room
+// (past every length handed out, so no body sees the change), else to a
+// new segment.
+func (st *encodeState) appendDone(p []byte) {
+	if n := len(st.done); n > 0 && cap(st.done[n-1])-len(st.done[n-1]) >= len(p) {
+		st.done[n-1] = append(st.done[n-1], p...)
+		return
+	}
+	st.done = append(st.done, append(make([]byte, 0, max(doneSegment, len(p))), p...))
 }

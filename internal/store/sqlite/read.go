@@ -106,10 +106,28 @@ func (s *Store) ReadFrom(ctx context.Context, id string, fromSeq int64) ([]sessi
 	return events[min(fromSeq, int64(len(events))):], nil
 }
 
+// ReadPage returns at most limit stored events of session id from seq
+// fromSeq on, validated, in the stored form (inbox references are not
+// expanded: see [session.Expander]) and without repair (see
+// [session.Balance]): one page of a log read in bounded memory. A page
+// past the end is empty.
+func (s *Store) ReadPage(ctx context.Context, id string, fromSeq int64, limit int) ([]session.Event, error) {
+	if fromSeq < 0 || limit <= 0 {
+		return nil, fmt.Errorf("session %s: read page from seq %d, limit %d", id, fromSeq, limit)
+	}
+	_, events, err := s.readRange(ctx, id, fromSeq, limit)
+	return events, err
+}
+
 // read returns the header and the stored events from seq from on, from
 // one read snapshot, checking the header, every envelope and the seq
 // numbering.
 func (s *Store) read(ctx context.Context, id string, from int64) (session.Header, []session.Event, error) {
+	return s.readRange(ctx, id, from, 0)
+}
+
+// readRange is read of at most limit events (0: all).
+func (s *Store) readRange(ctx context.Context, id string, from int64, limit int) (session.Header, []session.Event, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return session.Header{}, nil, fmt.Errorf("session %s: read: %w", id, err)
@@ -137,8 +155,18 @@ func (s *Store) read(ctx context.Context, id string, from int64) (session.Header
 		return session.Header{}, nil, corrupt(id, -1, fmt.Sprintf("next seq %d", next))
 	}
 
+	end := next
+	if limit > 0 {
+		end = min(next, from+int64(limit))
+	}
+	// A page is a LIMIT, not a seq bound, so that events stored past
+	// next_seq are still seen as corruption.
+	rowLimit := int64(-1)
+	if limit > 0 {
+		rowLimit = int64(limit)
+	}
 	rows, err := tx.QueryContext(ctx, `SELECT seq, CAST(type AS BLOB), CAST(body AS BLOB)
-		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`, id, from)
+		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, id, from, rowLimit)
 	if err != nil {
 		return session.Header{}, nil, fmt.Errorf("session %s: read: %w", id, err)
 	}
@@ -147,7 +175,7 @@ func (s *Store) read(ctx context.Context, id string, from int64) (session.Header
 	// and validating an envelope costs several times the scan.
 	// next_seq bounds the preallocation; it is capped because a tampered
 	// value must not trigger a huge allocation.
-	bodies := make([][]byte, 0, min(max(next-from, 0), 1<<20))
+	bodies := make([][]byte, 0, min(max(end-from, 0), 1<<20))
 	want := from
 	var typ []byte
 	var types []string
@@ -170,9 +198,13 @@ func (s *Store) read(ctx context.Context, id string, from int64) (session.Header
 		return session.Header{}, nil, fmt.Errorf("session %s: read: %w", id, err)
 	}
 	switch {
-	case want == next, want == from && from > next:
-		// Complete, or a suffix read starting past the end.
-	case want < next:
+	case want == from && from > next:
+		// A suffix read starting past the end.
+	case want > next:
+		return session.Header{}, nil, corrupt(id, next, fmt.Sprintf("events stored past next seq %d", next))
+	case want == end:
+		// Complete (up to the page's end).
+	case want < end:
 		return session.Header{}, nil, corrupt(id, want, fmt.Sprintf("log ends before next seq %d", next))
 	default:
 		return session.Header{}, nil, corrupt(id, next, fmt.Sprintf("events stored past next seq %d", next))
@@ -233,6 +265,11 @@ func parallel(n int, fn func(lo, hi int) error) error {
 
 // decodeEvent decodes and validates one stored envelope.
 func decodeEvent(body []byte) (session.Event, error) {
+	// The layout the store writes decodes in one pass, its data aliasing
+	// the row's bytes; anything else the usual way.
+	if e, ok, err := session.DecodeStored(body); ok {
+		return e, err
+	}
 	var e session.Event
 	if err := json.Unmarshal(body, &e); err != nil {
 		return session.Event{}, fmt.Errorf("envelope does not decode: %v", err)

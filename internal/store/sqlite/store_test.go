@@ -79,6 +79,33 @@ func TestRoundTrip(t *testing.T) {
 	if _, err := s.ReadFrom(ctx, "s1", -1); err == nil {
 		t.Fatal("ReadFrom(-1) succeeded")
 	}
+	// Pages of 3 put the log back together; a page past the end is empty.
+	var paged []session.Event
+	for from := int64(0); ; {
+		page, err := s.ReadPage(ctx, "s1", from, 3)
+		if err != nil {
+			t.Fatalf("ReadPage(%d): %v", from, err)
+		}
+		if len(page) > 3 {
+			t.Fatalf("ReadPage(%d, 3) = %d events", from, len(page))
+		}
+		paged = append(paged, page...)
+		if len(page) < 3 {
+			break
+		}
+		from += 3
+	}
+	if !reflect.DeepEqual(paged, want) {
+		t.Fatalf("pages differ:\n got %+v\nwant %+v", paged, want)
+	}
+	if past, err := s.ReadPage(ctx, "s1", 100, 3); err != nil || len(past) != 0 {
+		t.Fatalf("ReadPage(100) = %v, %v", past, err)
+	}
+	for _, bad := range [][2]int64{{-1, 3}, {0, 0}} {
+		if _, err := s.ReadPage(ctx, "s1", bad[0], int(bad[1])); err == nil {
+			t.Fatalf("ReadPage(%d, %d) succeeded", bad[0], bad[1])
+		}
+	}
 	if hh, err := s.Header(ctx, "s1"); err != nil || !reflect.DeepEqual(hh, h) {
 		t.Fatalf("Header = %+v, %v", hh, err)
 	}
