@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
