@@ -284,6 +284,9 @@ type Session struct {
 	// mcpOwn are the session's own servers (SessionOptions.MCPServers).
 	mcpBridge *toolsmcp.Bridge
 	mcpOwn    *mcp.Manager
+	// sandbox is the session's sandbox server (nil without a
+	// permissions row).
+	sandbox *sandbox.Session
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -533,7 +536,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	a.live.add(log)
 	wired, hooksDone = true, true
 	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, live: &a.live, manager: a.manager, titler: e.titler,
-		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks}, nil
+		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, sandbox: e.sandbox}, nil
 }
 
 func newMessageID() string {

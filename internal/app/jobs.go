@@ -157,6 +157,9 @@ func (s *Session) Close() {
 		s.mcpBridge.Close()
 	}
 	s.mcpOwn.Close()
+	if s.sandbox != nil {
+		_ = s.sandbox.Close() // its commands ended with their calls
+	}
 	if s.live != nil {
 		s.live.remove(s.Log.ID())
 	}

@@ -155,6 +155,16 @@ type helperSpec struct {
 	// which confines the rest) it is the only restriction the helper
 	// adds.
 	Gate *gateSpec `json:"gate,omitempty"`
+
+	// Server makes the helper the session's sandbox server
+	// (server_linux.go): it takes commands on its stdin, a UNIX socket,
+	// instead of running the one after "--"; each command's confinement
+	// comes with it.
+	Server bool `json:"server,omitempty"`
+	// SweepNS tells a server that it runs alone with its commands in a
+	// PID namespace it is not init of (bubblewrap's), so that it may
+	// kill everything else in it between commands.
+	SweepNS bool `json:"sweepns,omitempty"`
 }
 
 // Confine implements Backend.
@@ -354,10 +364,13 @@ func runHelper(args []string) int {
 		}), "TMPDIR="+spec.TmpDir)
 	}
 	// The helper's PATH is the command's. Looking up before confining
-	// keeps the confined part to the exec itself.
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return fail(helperExitNotFound, "%v", err)
+	// keeps the confined part to the exec itself. A server looks up
+	// each command as it comes.
+	path := ""
+	if !spec.Server {
+		if path, err = exec.LookPath(argv[0]); err != nil {
+			return fail(helperExitNotFound, "%v", err)
+		}
 	}
 	code, err := supervise(spec, path, argv, env)
 	if err != nil {

@@ -1,0 +1,28 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/dsh-dev/dsh/internal/proc"
+)
+
+// serverPlan: there is no session server off Linux (no helper).
+type serverPlan struct {
+	procAttr func(*syscall.SysProcAttr)
+}
+
+type serverBackend interface {
+	serverPlan(p Policy) (serverPlan, error)
+}
+
+type server struct{}
+
+func (ss *Session) run(ctx context.Context, spec proc.Spec, _ serverPlan, _ []string) (proc.Outcome, error) {
+	return proc.Run(ctx, spec)
+}
+
+// Close implements the Linux Session's Close: nothing to end here.
+func (ss *Session) Close() error { return nil }
