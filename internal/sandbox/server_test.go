@@ -3,13 +3,18 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/proc"
+	"github.com/dsh-dev/dsh/internal/proc/proctest"
+	"golang.org/x/sys/unix"
 )
 
 // serverCase is a working backend's session for policy p in workspace
@@ -101,4 +106,223 @@ func TestServerRunsCommands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serverBackends runs f for every working backend, in workspace-write on
+// a fresh fixture, through one session.
+func serverBackends(t *testing.T, f func(t *testing.T, sc *serverCase, fx fixture)) {
+	for _, be := range realBackends() {
+		t.Run(be.Name(), func(t *testing.T) {
+			fx := newFixture(t)
+			sc := newServerCase(t, be, Policy{Mode: WorkspaceWrite, Workspace: fx.ws}, fx.ws)
+			f(t, sc, fx)
+		})
+	}
+}
+
+// confinedStill checks that a command through sc still cannot write
+// outside the workspace nor into .git, and can write inside.
+func confinedStill(t *testing.T, sc *serverCase, fx fixture) {
+	t.Helper()
+	name := "probe-" + newMarker()
+	out := sc.run(t.Context(), "echo x > "+fx.outside+"/"+name+"; echo x > .git/"+name+"; echo x > src/"+name, 0)
+	if _, err := os.Stat(fx.outside + "/" + name); err == nil {
+		t.Fatalf("a write outside the workspace went through: %s", out.Output)
+	}
+	if _, err := os.Stat(fx.ws + "/.git/" + name); err == nil {
+		t.Fatalf("a write into .git went through: %s", out.Output)
+	}
+	if _, err := os.Stat(fx.ws + "/src/" + name); err != nil {
+		t.Fatalf("a write inside the workspace failed: %s", out.Output)
+	}
+}
+
+// What a command leaves running is gone before its result comes back,
+// and the next command sees none of it: no process, no environment.
+func TestServerCommandsIsolated(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		m := newMarker()
+		out := sc.run(t.Context(), "export SECRET_STATE=a1b2; cd src; "+escapeScript(m, ""), 0)
+		if !strings.Contains(string(out.Output), "ready") {
+			t.Fatalf("escapes did not start: %q", out.Output)
+		}
+		if pids := proctest.Marked(m); len(pids) > 0 {
+			t.Fatalf("processes %v outlived the command's result", pids)
+		}
+		out = sc.run(t.Context(), `pgrep -fx "sleep `+m+`" || echo none; echo "state=$SECRET_STATE"; pwd; ls /proc | grep -c '^[0-9]'`, 0)
+		s := string(out.Output)
+		if !strings.Contains(s, "none") || !strings.Contains(s, "state=\n") || !strings.Contains(s, fx.ws+"\n") {
+			t.Fatalf("the next command saw the previous one: %q", s)
+		}
+		confinedStill(t, sc, fx)
+		if n := sc.ss.served.Load(); n != 3 {
+			t.Fatalf("the server ran %d of 3 commands", n)
+		}
+	})
+}
+
+// A command that attacks the server (signals, ptrace-style reads of its
+// memory and descriptors, writes to its socket) neither escapes nor
+// loosens the next command's confinement.
+func TestServerHostileCommand(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		attack := `
+srv=$PPID
+ls -l /proc/$srv/fd/ 2>&1 | head -5
+for fd in 0 1 2 3 4 5 6 7 8 9; do echo '{"op":"run"}' > /proc/$srv/fd/$fd 2>/dev/null && echo "wrote fd $fd"; done
+cat /proc/$srv/environ >/dev/null 2>&1 && echo read-environ
+exec 9</proc/$srv/mem 2>/dev/null && echo opened-mem
+kill -STOP $srv 2>/dev/null && echo stopped-server
+kill -9 $srv 2>/dev/null && echo killed-server
+kill -9 1 2>/dev/null && echo killed-init
+echo x > ` + fx.outside + `/hostile 2>/dev/null && echo escaped
+true`
+		out, err := sc.runErr(t.Context(), attack, 30*time.Second)
+		s := string(out.Output)
+		t.Logf("attack (%v): %s", err, s)
+		for _, bad := range []string{"read-environ", "opened-mem", "escaped"} {
+			if strings.Contains(s, bad) {
+				t.Fatalf("the attack got through (%s): %s", bad, s)
+			}
+		}
+		if _, err := os.Stat(fx.outside + "/hostile"); err == nil {
+			t.Fatal("a write outside the workspace went through")
+		}
+		// Whatever became of the server, the next commands are confined.
+		confinedStill(t, sc, fx)
+		confinedStill(t, sc, fx)
+	})
+}
+
+// The timeout kills the command's whole group and everything it left.
+func TestServerTimeoutKillsAll(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		m := newMarker()
+		out := sc.run(t.Context(), escapeScript(m, "exec sleep "+m), 2*time.Second)
+		if !out.TimedOut || !strings.Contains(string(out.Output), "ready") {
+			t.Fatalf("timed out %v: %q", out.TimedOut, out.Output)
+		}
+		requireGone(t, m, 10*time.Second)
+		confinedStill(t, sc, fx)
+	})
+}
+
+// Cancelling mid-command stops it and everything it started.
+func TestServerCancel(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		m := newMarker()
+		fifo := fx.ws + "/ready.fifo"
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go func() {
+			line, _ := bufio.NewReader(f).ReadString('\n')
+			if line == "ready\n" {
+				cancel()
+			}
+		}()
+		out := sc.run(ctx, escapeScript(m, "echo ready > ready.fifo; exec sleep "+m), 0)
+		if !out.Cancelled {
+			t.Fatalf("not cancelled: %+v %q", out, out.Output)
+		}
+		requireGone(t, m, 10*time.Second)
+		confinedStill(t, sc, fx)
+	})
+}
+
+// A server that dies under a running command fails the call (the
+// command dies with it), and the next command gets a new, confining one.
+func TestServerDeathFailsClosed(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		confinedStill(t, sc, fx) // starts the server
+		sc.ss.mu.Lock()
+		srv := sc.ss.srv
+		sc.ss.mu.Unlock()
+		m := newMarker()
+		fifo := fx.ws + "/ready.fifo"
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		go func() {
+			line, _ := bufio.NewReader(f).ReadString('\n')
+			if line == "ready\n" {
+				_ = unix.Kill(srv.p.Pid(), unix.SIGKILL)
+			}
+		}()
+		out, err := sc.runErr(t.Context(), escapeScript(m, "echo ready > ready.fifo; exec sleep "+m), 30*time.Second)
+		if !errors.Is(err, ErrUnavailable) || out.TimedOut {
+			t.Fatalf("the call did not fail closed: %v %+v %q", err, out, out.Output)
+		}
+		requireGone(t, m, 10*time.Second)
+		confinedStill(t, sc, fx)
+		sc.ss.mu.Lock()
+		again := sc.ss.srv
+		sc.ss.mu.Unlock()
+		if again == srv || again == nil {
+			t.Fatal("no new server")
+		}
+	})
+}
+
+// A command whose policy differs from the server's gets exactly its own:
+// read-only after workspace-write (and back), network on and off.
+func TestServerPolicyChange(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		confinedStill(t, sc, fx)
+		ww := sc.p
+		sc.p = Policy{Mode: ReadOnly}
+		out := sc.run(t.Context(), "echo x > src/ro; echo tmp > $TMPDIR/ro && echo tmp-ok", 0)
+		if _, err := os.Stat(fx.ws + "/src/ro"); err == nil {
+			t.Fatalf("read-only wrote into the workspace: %q", out.Output)
+		}
+		if !strings.Contains(string(out.Output), "tmp-ok") {
+			t.Fatalf("read-only's TMPDIR is not writable: %q", out.Output)
+		}
+		sc.p = ww
+		confinedStill(t, sc, fx)
+		port := listen(t)
+		net := "exec 3<>/dev/tcp/127.0.0.1/" + port + " && echo connected"
+		if out := sc.run(t.Context(), net, 0); strings.Contains(string(out.Output), "connected") {
+			t.Fatalf("network without the policy: %q", out.Output)
+		}
+		sc.p.Network = true
+		if out := sc.run(t.Context(), net, 0); !strings.Contains(string(out.Output), "connected") {
+			t.Fatalf("no network with the policy: %q", out.Output)
+		}
+		sc.p.Network = false
+		if out := sc.run(t.Context(), net, 0); strings.Contains(string(out.Output), "connected") {
+			t.Fatalf("network after the escalation: %q", out.Output)
+		}
+		confinedStill(t, sc, fx)
+	})
+}
+
+// Close ends the server and everything in its namespaces.
+func TestServerClose(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		confinedStill(t, sc, fx)
+		marker := "dsh-sandbox-server\x00" + strconv.Itoa(os.Getpid())
+		if len(proctest.Marked(marker)) == 0 {
+			t.Fatal("no server process found")
+		}
+		sc.ss.Close()
+		requireGone(t, marker, 10*time.Second)
+		// After Close, commands run per call, still confined.
+		confinedStill(t, sc, fx)
+		if n := sc.ss.served.Load(); n != 1 {
+			t.Fatalf("served %d", n)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -39,14 +40,23 @@ type Session struct {
 	busy   bool    // guarded by mu; a command holds srv
 	closed bool    // guarded by mu
 
+	perCall bool // ServerEnv=0: no server
+
 	// served counts the commands the server ran (tests tell the server
 	// from the per-call fallback by it).
 	served atomic.Int64
 }
 
+// ServerEnv is the operator's switch for the session server: set to 0,
+// every command is confined per call (Confined.Run stays nil), as before
+// the server existed; benchmarks compare the two with it.
+const ServerEnv = "DSH_SANDBOX_SERVER"
+
 // Session returns a new session's view of the sandbox. No process starts
 // before the first confined command.
-func (s *Sandbox) Session() *Session { return &Session{sb: s} }
+func (s *Sandbox) Session() *Session {
+	return &Session{sb: s, perCall: os.Getenv(ServerEnv) == "0"}
+}
 
 // Supervise is Sandbox.Supervise: danger-full-access commands run per
 // call, under the lifetime-only helper.
@@ -56,7 +66,7 @@ func (ss *Session) Supervise(argv []string) Confined { return ss.sb.Supervise(ar
 // the command from the session's server.
 func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
 	c, err := ss.sb.Confine(argv, p)
-	if err != nil || c.Enforcement == None {
+	if err != nil || c.Enforcement == None || ss.perCall {
 		return c, err
 	}
 	b, err := ss.sb.Backend()

@@ -24,23 +24,37 @@ import (
 
 // realBackends runs f once per real backend that works here, with a bash
 // tool confining commands through it in mode (workspace: the harness's
-// cwd) and a job registry for background calls.
+// cwd) and a job registry for background calls: per call (the backend
+// itself) and through a session's sandbox server (what dsh uses).
 func realBackends(t *testing.T, mode sandbox.Mode, roots []string, f func(t *testing.T, h *harness, r *jobs.Registry)) {
 	for _, b := range []sandbox.Backend{sandbox.NewBwrap(""), sandbox.NewLandlock("")} {
-		t.Run(b.Name(), func(t *testing.T) {
-			if err := b.Probe(); err != nil {
-				t.Skipf("%s unavailable: %v", b.Name(), err)
-			}
-			r := newJobs(t, jobs.Options{})
-			var h *harness
-			confine := func(c *tool.Call, argv []string) (Confinement, error) {
-				p := sandbox.Policy{Mode: mode, Workspace: h.cwd, WritableRoots: roots}
-				cf, err := b.Confine(argv, p)
-				return Confinement{Confined: cf, Policy: p}, err
-			}
-			h = newHarness(t, Options{Jobs: r, Confine: confine})
-			f(t, h, r)
-		})
+		for _, via := range []string{"per-call", "server"} {
+			t.Run(b.Name()+"/"+via, func(t *testing.T) {
+				if err := b.Probe(); err != nil {
+					t.Skipf("%s unavailable: %v", b.Name(), err)
+				}
+				r := newJobs(t, jobs.Options{})
+				var sb interface {
+					Confine([]string, sandbox.Policy) (sandbox.Confined, error)
+				} = b
+				if via == "server" {
+					ss := sandbox.New(b).Session()
+					t.Cleanup(func() { ss.Close() })
+					sb = ss
+				}
+				var h *harness
+				confine := func(c *tool.Call, argv []string) (Confinement, error) {
+					p := sandbox.Policy{Mode: mode, Workspace: h.cwd, WritableRoots: roots}
+					cf, err := sb.Confine(argv, p)
+					if via == "server" && err == nil && cf.Run == nil {
+						t.Errorf("%s: no server for %v", b.Name(), p)
+					}
+					return Confinement{Confined: cf, Policy: p}, err
+				}
+				h = newHarness(t, Options{Jobs: r, Confine: confine})
+				f(t, h, r)
+			})
+		}
 	}
 }
 
