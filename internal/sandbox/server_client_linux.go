@@ -68,6 +68,19 @@ func (l *Landlock) serverPlan(p Policy) (serverPlan, error) {
 	}, nil
 }
 
+// supervisePlan is the lifetime-only server of danger-full-access.
+func supervisePlan() (serverPlan, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return serverPlan{}, err
+	}
+	return serverPlan{
+		key:  "supervise\x00" + self,
+		argv: helperArgv(self, helperSpec{Server: true, Lifetime: true, Parent: os.Getpid()}, serverArgvTail()),
+		cmd:  helperSpec{Lifetime: true},
+	}, nil
+}
+
 // serverPlan implements serverBackend: one server per set of bubblewrap
 // options (mounts, network), the socket gate per command.
 func (b *Bwrap) serverPlan(p Policy) (serverPlan, error) {

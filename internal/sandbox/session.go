@@ -58,9 +58,26 @@ func (s *Sandbox) Session() *Session {
 	return &Session{sb: s, perCall: os.Getenv(ServerEnv) == "0"}
 }
 
-// Supervise is Sandbox.Supervise: danger-full-access commands run per
-// call, under the lifetime-only helper.
-func (ss *Session) Supervise(argv []string) Confined { return ss.sb.Supervise(argv) }
+// Supervise is Sandbox.Supervise, with Run set where the helper can
+// serve: danger-full-access commands then run on a lifetime-only server
+// (no namespace, no confinement; a subreaper that kills whatever a
+// command left when it exits, and everything when dsh dies), as the
+// per-call lifetime-only helper would run them.
+func (ss *Session) Supervise(argv []string) Confined {
+	c := ss.sb.Supervise(argv)
+	if ss.perCall || len(argv) == 0 || len(c.Argv) == len(argv) {
+		return c // not supervised here: nothing to serve either
+	}
+	plan, err := supervisePlan()
+	if err != nil {
+		return c
+	}
+	argv = append([]string(nil), argv...)
+	c.Run = func(ctx context.Context, spec proc.Spec) (proc.Outcome, error) {
+		return ss.run(ctx, spec, plan, argv)
+	}
+	return c
+}
 
 // Confine is Sandbox.Confine, with Run set where the backend can serve
 // the command from the session's server.

@@ -224,18 +224,37 @@ func mustWriteFile(t *testing.T, p, s string) {
 
 // danger-full-access runs unconfined, yet nothing a call starts outlives
 // it: the sandbox supervises the command (sandbox.Sandbox.Supervise).
+// Per call and through the session's lifetime-only server.
 func TestFullAccessNothingOutlives(t *testing.T) {
 	if _, err := exec.LookPath("pgrep"); err != nil {
 		t.Skip("no pgrep")
 	}
-	sb := sandbox.New()
-	h := newHarness(t, Options{Confine: func(c *tool.Call, argv []string) (Confinement, error) {
-		return Confinement{Confined: sb.Supervise(argv), Policy: sandbox.Policy{Mode: sandbox.DangerFullAccess}}, nil
-	}})
-	m := newMarker(t)
-	res := h.run(context.Background(), t, map[string]any{"command": escapes(m)})
-	if !strings.Contains(text(res), "ready") || res.IsError {
-		t.Fatalf("call: %s", text(res))
+	for _, via := range []string{"per-call", "server"} {
+		t.Run(via, func(t *testing.T) {
+			var sb interface{ Supervise([]string) sandbox.Confined } = sandbox.New()
+			if via == "server" {
+				ss := sandbox.New().Session()
+				t.Cleanup(func() { ss.Close() })
+				sb = ss
+			}
+			h := newHarness(t, Options{Confine: func(c *tool.Call, argv []string) (Confinement, error) {
+				cf := sb.Supervise(argv)
+				if via == "server" && cf.Run == nil {
+					t.Error("no server")
+				}
+				return Confinement{Confined: cf, Policy: sandbox.Policy{Mode: sandbox.DangerFullAccess}}, nil
+			}})
+			for range 2 {
+				m := newMarker(t)
+				res := h.run(context.Background(), t, map[string]any{"command": escapes(m) + "\necho $PPID > /dev/null; touch " + filepath.Join(h.cwd, "..", "outside-"+m)})
+				if !strings.Contains(text(res), "ready") || res.IsError {
+					t.Fatalf("call: %s", text(res))
+				}
+				if _, err := os.Stat(filepath.Join(h.cwd, "..", "outside-"+m)); err != nil {
+					t.Fatalf("full access could not write outside the workspace: %s", text(res))
+				}
+				requireNoneLeft(t, m)
+			}
+		})
 	}
-	requireNoneLeft(t, m)
 }
