@@ -169,29 +169,37 @@ type helperSpec struct {
 
 // Confine implements Backend.
 func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
+	c, _, err := l.confineServed(argv, p)
+	return c, err
+}
+
+// confineServed is Confine, and the plan of a session server that runs
+// the same command under the same rules (serverBackend).
+func (l *Landlock) confineServed(argv []string, p Policy) (Confined, serverPlan, error) {
 	if err := validate(argv, p); err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
 	if p.Mode == DangerFullAccess {
-		return Unconfined(argv), nil
+		return Unconfined(argv), serverPlan{}, nil
 	}
 	abi := landlockABI()
 	if abi < 1 {
-		return Confined{}, fmt.Errorf("%w: Landlock is not enabled in this kernel", ErrUnavailable)
+		return Confined{}, serverPlan{}, fmt.Errorf("%w: Landlock is not enabled in this kernel", ErrUnavailable)
 	}
 	self, err := l.executable()
 	if err != nil {
-		return Confined{}, fmt.Errorf("%w: cannot find own executable: %v", ErrUnavailable, err)
+		return Confined{}, serverPlan{}, fmt.Errorf("%w: cannot find own executable: %v", ErrUnavailable, err)
 	}
 	lay, err := newLayout(p)
 	if err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
 	spec, gaps := landlockSpec(lay, p.Network, abi, seccompSupported(), l.LooseGit)
 	if spec.Gate, gaps, err = withGate(lay, p, gaps); err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
 	ns := l.namespace(self)
+	plan := landlockPlan(self, ns, spec)
 	spec.NS, spec.Parent = string(ns), os.Getpid()
 	if ns == nsNone {
 		gaps = append(gaps, gapNoNamespace)
@@ -210,7 +218,7 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 	if len(gaps) > 0 {
 		c.Enforcement = Partial
 	}
-	return c, nil
+	return c, plan, nil
 }
 
 // namespace is the mode the helper is started in.

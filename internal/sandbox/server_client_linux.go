@@ -29,9 +29,10 @@ type serverPlan struct {
 }
 
 // serverBackend is a backend that can serve commands from a session
-// server.
+// server: confineServed is Confine and, where a server can run the same
+// command under the same rules, its plan (zero otherwise).
 type serverBackend interface {
-	serverPlan(p Policy) (serverPlan, error)
+	confineServed(argv []string, p Policy) (Confined, serverPlan, error)
 }
 
 // serverArgvTail ends a server's command line: a name for ps, and
@@ -40,32 +41,35 @@ func serverArgvTail() []string {
 	return []string{"dsh-sandbox-server", strconv.Itoa(os.Getpid())}
 }
 
-// serverPlan implements serverBackend: one server per namespace mode
-// (the rules are per command).
-func (l *Landlock) serverPlan(p Policy) (serverPlan, error) {
-	abi := landlockABI()
-	if abi < 1 || !helperHosted.Load() && l.self == "" {
-		return serverPlan{}, ErrUnavailable
-	}
-	self, err := l.executable()
-	if err != nil {
-		return serverPlan{}, err
-	}
-	lay, err := newLayout(p)
-	if err != nil {
-		return serverPlan{}, err
-	}
-	cmd, gaps := landlockSpec(lay, p.Network, abi, seccompSupported(), l.LooseGit)
-	if cmd.Gate, _, err = withGate(lay, p, gaps); err != nil {
-		return serverPlan{}, err
-	}
-	ns := l.namespace(self)
+// landlockPlan is a Landlock server: one per namespace mode, the rules
+// (cmd) sent with each command.
+func landlockPlan(self string, ns nsMode, cmd helperSpec) serverPlan {
 	return serverPlan{
 		key:      "landlock\x00" + self + "\x00" + string(ns),
 		argv:     helperArgv(self, helperSpec{Server: true, NS: string(ns), Parent: os.Getpid()}, serverArgvTail()),
 		procAttr: ns.procAttr(),
 		cmd:      cmd,
-	}, nil
+	}
+}
+
+// plan is a bubblewrap server: one per set of bubblewrap options (mounts,
+// network), the socket gate and TMPDIR sent with each command.
+func (b *Bwrap) plan(bin string, args []string, cmd helperSpec) serverPlan {
+	self, err := b.executable()
+	if err != nil {
+		return serverPlan{}
+	}
+	inner := helperArgv(self, helperSpec{Server: true, Lifetime: true, SweepNS: true}, serverArgvTail())
+	full := append(append(append([]string{bin}, args...), "--"), inner...)
+	argv, procAttr, _, err := b.supervised(full)
+	if err != nil {
+		return serverPlan{}
+	}
+	key := "bwrap\x00" + self
+	for _, a := range args {
+		key += "\x00" + a
+	}
+	return serverPlan{key: key, argv: argv, procAttr: procAttr, cmd: cmd}
 }
 
 // supervisePlan is the lifetime-only server of danger-full-access.
@@ -79,43 +83,6 @@ func supervisePlan() (serverPlan, error) {
 		argv: helperArgv(self, helperSpec{Server: true, Lifetime: true, Parent: os.Getpid()}, serverArgvTail()),
 		cmd:  helperSpec{Lifetime: true},
 	}, nil
-}
-
-// serverPlan implements serverBackend: one server per set of bubblewrap
-// options (mounts, network), the socket gate per command.
-func (b *Bwrap) serverPlan(p Policy) (serverPlan, error) {
-	bin, err := b.binary()
-	if err != nil {
-		return serverPlan{}, err
-	}
-	self, err := b.executable()
-	if err != nil {
-		return serverPlan{}, err
-	}
-	lay, err := newLayout(p)
-	if err != nil {
-		return serverPlan{}, err
-	}
-	args, gaps := bwrapArgs(lay, p.Network)
-	gate, _, err := withGate(lay, p, gaps)
-	if err != nil {
-		return serverPlan{}, err
-	}
-	inner := helperArgv(self, helperSpec{Server: true, Lifetime: true, SweepNS: true}, serverArgvTail())
-	full := append(append(append([]string{bin}, args...), "--"), inner...)
-	argv, procAttr, _, err := b.supervised(full)
-	if err != nil {
-		return serverPlan{}, err
-	}
-	key := "bwrap\x00" + self
-	for _, a := range args {
-		key += "\x00" + a
-	}
-	cmd := helperSpec{Lifetime: true, Gate: gate, TmpDir: lay.scratch}
-	if cmd.TmpDir == "" {
-		cmd.TmpDir = lay.tmpdir
-	}
-	return serverPlan{key: key, argv: argv, procAttr: procAttr, cmd: cmd}, nil
 }
 
 // server is a running session server.
@@ -230,8 +197,25 @@ type remote struct {
 
 func (r *remote) Done() <-chan struct{}          { return r.done }
 func (r *remote) Result() (proc.ExitInfo, error) { return r.exit, r.err }
+
+// Signal asks the server to signal the command's group. A SIGKILL that
+// the server does not carry out within proc.KillWait (a command stopped
+// it, say, where no Landlock signal scope forbids that) ends the server
+// instead, and with it everything in its namespaces.
 func (r *remote) Signal(sig syscall.Signal) {
 	_ = r.s.conn.send(serverMsg{Op: opSignal, Sig: int(sig)})
+	if sig != syscall.SIGKILL {
+		return
+	}
+	go func() {
+		t := time.NewTimer(proc.KillWait)
+		defer t.Stop()
+		select {
+		case <-r.done:
+		case <-t.C:
+			r.s.p.Teardown(context.Background())
+		}
+	}()
 }
 
 // settle records the end the message says, if it is one.

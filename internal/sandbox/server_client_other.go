@@ -12,12 +12,17 @@ import (
 
 // serverPlan: there is no session server off Linux (no helper).
 type serverPlan struct {
+	argv     []string
 	procAttr func(*syscall.SysProcAttr)
 }
 
 type serverBackend interface {
-	serverPlan(p Policy) (serverPlan, error)
+	confineServed(argv []string, p Policy) (Confined, serverPlan, error)
 }
+
+func landlockPlan(string, nsMode, helperSpec) serverPlan { return serverPlan{} }
+
+func (b *Bwrap) plan(string, []string, helperSpec) serverPlan { return serverPlan{} }
 
 type server struct{}
 

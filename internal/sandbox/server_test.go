@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -324,5 +325,70 @@ func TestServerClose(t *testing.T) {
 		if n := sc.ss.served.Load(); n != 1 {
 			t.Fatalf("served %d", n)
 		}
+	})
+}
+
+// BenchmarkConfineThread is the per-command confinement the server
+// applies: a fresh locked thread builds the Landlock rule set of a
+// workspace-write policy (the .git carve included), drops capabilities,
+// restricts itself and loads the seccomp filter, then ends.
+func BenchmarkConfineThread(b *testing.B) {
+	if landlockABI() < 1 {
+		b.Skip("no Landlock")
+	}
+	f := newFixture(b)
+	lay, err := newLayout(Policy{Mode: WorkspaceWrite, Workspace: f.ws})
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec, _ := landlockSpec(lay, false, landlockABI(), seccompSupported(), false)
+	for b.Loop() {
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends confined
+			done <- restrictSelf(spec)
+		}()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSessionConfine is dsh's side of a served command before it
+// starts: the policy's layout, the per-call command line (kept for the
+// fallback) and the server plan.
+func BenchmarkSessionConfine(b *testing.B) {
+	for _, be := range realBackends() {
+		b.Run(be.Name(), func(b *testing.B) {
+			requireWorking(b, be)
+			f := newFixture(b)
+			ss := New(be).Session()
+			p := Policy{Mode: WorkspaceWrite, Workspace: f.ws}
+			for b.Loop() {
+				if _, err := ss.Confine([]string{"bash", "-c", "true"}, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// A command that stops its server (possible where no Landlock signal
+// scope forbids it: inside bubblewrap) and then outlives its timeout
+// fails the call once the unanswered SIGKILL's wait ends: the server is
+// killed with everything in its namespaces, and the next command gets a
+// new one.
+func TestServerStoppedByCommand(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		m := newMarker()
+		out, err := sc.runErr(t.Context(), "kill -STOP $PPID 2>/dev/null; exec sleep "+m, time.Second)
+		if err == nil && !out.TimedOut {
+			t.Fatalf("neither failed nor timed out: %+v %q", out, out.Output)
+		}
+		if err != nil && !errors.Is(err, ErrUnavailable) {
+			t.Fatal(err)
+		}
+		requireGone(t, m, 10*time.Second)
+		confinedStill(t, sc, fx)
 	})
 }

@@ -82,21 +82,26 @@ func (ss *Session) Supervise(argv []string) Confined {
 // Confine is Sandbox.Confine, with Run set where the backend can serve
 // the command from the session's server.
 func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
-	c, err := ss.sb.Confine(argv, p)
-	if err != nil || c.Enforcement == None || ss.perCall {
-		return c, err
+	if ss.perCall {
+		return ss.sb.Confine(argv, p)
+	}
+	if err := validate(argv, p); err != nil {
+		return Confined{}, err
+	}
+	if p.Mode == DangerFullAccess {
+		return Unconfined(argv), nil
 	}
 	b, err := ss.sb.Backend()
 	if err != nil {
-		return c, nil
+		return Confined{}, err
 	}
 	sp, ok := b.(serverBackend)
 	if !ok {
-		return c, nil
+		return b.Confine(argv, p)
 	}
-	plan, err := sp.serverPlan(p)
-	if err != nil {
-		return c, nil // the per-call command line still confines
+	c, plan, err := sp.confineServed(argv, p)
+	if err != nil || plan.argv == nil {
+		return c, err // the per-call command line still confines
 	}
 	argv = append([]string(nil), argv...)
 	c.Run = func(ctx context.Context, spec proc.Spec) (proc.Outcome, error) {

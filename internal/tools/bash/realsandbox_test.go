@@ -231,7 +231,9 @@ func TestFullAccessNothingOutlives(t *testing.T) {
 	}
 	for _, via := range []string{"per-call", "server"} {
 		t.Run(via, func(t *testing.T) {
-			var sb interface{ Supervise([]string) sandbox.Confined } = sandbox.New()
+			var sb interface {
+				Supervise([]string) sandbox.Confined
+			} = sandbox.New()
 			if via == "server" {
 				ss := sandbox.New().Session()
 				t.Cleanup(func() { ss.Close() })
