@@ -225,6 +225,9 @@ func (r *remote) settle(m serverMsg, ok bool) bool {
 		r.err = fmt.Errorf("%w: the sandbox server died while the command ran: %s", ErrUnavailable, r.s.p.StderrTail(500))
 	case m.Op == opExit:
 		r.exit = proc.ExitInfo{Code: m.Code}
+	case m.Op == opError:
+		// Refused before anything ran: the per-call helper may run it.
+		r.err = fmt.Errorf("%w: %s", errNotStarted, m.Err)
 	default:
 		return false
 	}
@@ -232,22 +235,17 @@ func (r *remote) settle(m serverMsg, ok bool) bool {
 	return true
 }
 
-// start sends one command and waits until the server has taken it.
+// start sends one command. It does not wait for the server's answer:
+// a command may stop its server before the server could say it started
+// (inside bwrap), and RunRemote's timeout must still reach it. Only a
+// request the server cannot have read whole (the send failed) or one it
+// refused falls back to the per-call helper; once a server took a
+// command, its death fails the call, since the command may have run.
 func (s *server) start(argv, env []string, dir string, cmd helperSpec, stdin, output *os.File) (proc.Remote, error) {
 	if err := s.conn.send(serverMsg{Op: opRun, Argv: argv, Env: env, Dir: dir, Spec: &cmd}, stdin, output); err != nil {
 		return nil, errNotStarted
 	}
 	r := &remote{s: s, done: make(chan struct{})}
-	m, ok := <-s.msgs
-	switch {
-	case !ok, m.Op == opError:
-		return nil, errNotStarted
-	case m.Op == opExit: // could not start: the output says why, as per call
-		r.settle(m, true)
-		return r, nil
-	case m.Op != opStarted:
-		return nil, errNotStarted
-	}
 	go func() {
 		for {
 			m, ok := <-s.msgs

@@ -392,3 +392,46 @@ func TestServerStoppedByCommand(t *testing.T) {
 		confinedStill(t, sc, fx)
 	})
 }
+
+// A command that arrives while the server runs another is confined per
+// call instead.
+func TestServerBusyFallsBack(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		fifo := fx.ws + "/ready.fifo"
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		release := fx.ws + "/release.fifo"
+		if err := unix.Mkfifo(release, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rel, err := os.OpenFile(release, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rel.Close()
+		first := make(chan proc.Outcome, 1)
+		go func() {
+			out, _ := sc.runErr(t.Context(), "echo ready > ready.fifo; read _ < release.fifo; echo first", 30*time.Second)
+			first <- out
+		}()
+		if line, _ := bufio.NewReader(f).ReadString('\n'); line != "ready\n" {
+			t.Fatalf("readiness %q", line)
+		}
+		confinedStill(t, sc, fx) // per call: the server is busy
+		if _, err := rel.WriteString("go\n"); err != nil {
+			t.Fatal(err)
+		}
+		if out := <-first; !strings.Contains(string(out.Output), "first") {
+			t.Fatalf("first: %q", out.Output)
+		}
+		if n := sc.ss.served.Load(); n != 1 {
+			t.Fatalf("served %d, want 1 (the second ran per call)", n)
+		}
+	})
+}
