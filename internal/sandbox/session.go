@@ -25,9 +25,10 @@ import (
 // an approved escalation, new git metadata to protect) replaces it with
 // one for the new policy, and Landlock commands carry their whole rule
 // set with them. Whatever goes wrong fails closed: a server that cannot
-// start, is busy with another command or died before taking the command
+// start, is busy with another command, refuses it or could not receive it
 // leaves it to the per-call helper (which refuses to run unconfined); a
-// server that dies while the command runs fails the call.
+// server that dies once it has the command fails the call (the command
+// may have run).
 //
 // Close ends the server (and with it every process in its namespaces);
 // dsh dying ends it too (it is pid 1 of its namespace, with a parent
