@@ -80,7 +80,8 @@ var sandboxModes = []struct {
 	name, preset string
 	env          []string
 }{
-	{"full-access", "full-access", nil},
+	{"full-access/per-call", "full-access", []string{"DSH_SANDBOX_SERVER=0"}},
+	{"full-access/server", "full-access", nil},
 	{"bwrap/per-call", "workspace-write", []string{"DSH_SANDBOX_BACKENDS=bwrap", "DSH_SANDBOX_SERVER=0"}},
 	{"bwrap/server", "workspace-write", []string{"DSH_SANDBOX_BACKENDS=bwrap"}},
 	{"landlock/per-call", "workspace-write", []string{"DSH_SANDBOX_BACKENDS=landlock", "DSH_SANDBOX_SERVER=0"}},
