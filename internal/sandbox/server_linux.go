@@ -84,9 +84,17 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 		return helperExitSetup, fmt.Errorf("server: %w", err)
 	}
 
+	// Inside bubblewrap /dev is the sandbox's own tmpfs, fresh for every
+	// per-call command; the server's commands share one, so what one
+	// leaves there is removed before the next runs.
+	var dev *devState
+	if nsSweep && os.Getpid() != 1 {
+		dev = snapshotDev()
+	}
 	var cur *served
 	finish := func() {
 		sweepNS(nsSweep)
+		dev.restore()
 		if cur != nil {
 			cur.end()
 			cur = nil
@@ -256,6 +264,51 @@ func sweepNS(nsSweep bool) {
 		_ = syscall.Kill(-1, syscall.SIGKILL)
 	}
 	sweep()
+}
+
+// devState is what bubblewrap's /dev (and /dev/shm) held when the
+// server started.
+type devState struct {
+	dirs map[string]map[string]bool
+}
+
+// devDirs are the directories of bubblewrap's /dev tmpfs a command can
+// write to.
+var devDirs = []string{"/dev", "/dev/shm"}
+
+func snapshotDev() *devState {
+	d := &devState{dirs: map[string]map[string]bool{}}
+	for _, dir := range devDirs {
+		names := map[string]bool{}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			names[e.Name()] = true
+		}
+		d.dirs[dir] = names
+	}
+	return d
+}
+
+// restore removes every entry created since the snapshot (RemoveAll
+// does not follow symlinks).
+func (d *devState) restore() {
+	if d == nil {
+		return
+	}
+	for dir, names := range d.dirs {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !names[e.Name()] {
+				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
 }
 
 // lookPathIn finds argv0 as exec would with env's PATH, relative names

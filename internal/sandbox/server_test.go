@@ -435,3 +435,19 @@ func TestServerBusyFallsBack(t *testing.T) {
 		}
 	})
 }
+
+// Under bubblewrap each per-call command got a fresh /dev (a tmpfs, with
+// /dev/shm in it); the server's commands share one, so the server clears
+// what a command left there before the next one runs.
+func TestServerFreshDev(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		if be, _ := sc.ss.sb.Backend(); be.Name() != "bwrap" {
+			t.Skip("only bubblewrap gives each command its own /dev")
+		}
+		sc.run(t.Context(), "echo x > /dev/shm/leftfile; mkdir -p /dev/shm/leftdir/sub; echo y > /dev/leftdev; true", 0)
+		out := sc.run(t.Context(), "ls -A /dev/shm; [ -e /dev/leftdev ] && echo DEVLEFT; true", 0)
+		if s := string(out.Output); strings.Contains(s, "leftfile") || strings.Contains(s, "leftdir") || strings.Contains(s, "DEVLEFT") {
+			t.Fatalf("the next command saw the previous one's /dev: %q", s)
+		}
+	})
+}
