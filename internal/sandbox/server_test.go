@@ -21,6 +21,7 @@ import (
 // serverCase is a working backend's session for policy p in workspace
 // dir, and a way to run bash commands through its server.
 type serverCase struct {
+	cfg sandboxConfig
 	t   *testing.T
 	ss  *Session
 	p   Policy
@@ -109,13 +110,20 @@ func TestServerRunsCommands(t *testing.T) {
 	}
 }
 
-// serverBackends runs f for every working backend, in workspace-write on
-// a fresh fixture, through one session.
+// serverBackends runs f for every working backend and namespace mode
+// (sandboxConfigs), in workspace-write on a fresh fixture, through one
+// session.
 func serverBackends(t *testing.T, f func(t *testing.T, sc *serverCase, fx fixture)) {
-	for _, be := range realBackends() {
-		t.Run(be.Name(), func(t *testing.T) {
+	for _, cfg := range sandboxConfigs(t) {
+		t.Run(cfg.name, func(t *testing.T) {
+			ns := cfg.ns
+			var be Backend = &Landlock{ns: &ns}
+			if cfg.backend == "bwrap" {
+				be = &Bwrap{ns: &ns}
+			}
 			fx := newFixture(t)
 			sc := newServerCase(t, be, Policy{Mode: WorkspaceWrite, Workspace: fx.ws}, fx.ws)
+			sc.cfg = cfg
 			f(t, sc, fx)
 		})
 	}
@@ -175,10 +183,16 @@ cat /proc/$srv/environ >/dev/null 2>&1 && echo read-environ
 exec 9</proc/$srv/mem 2>/dev/null && echo opened-mem
 kill -STOP $srv 2>/dev/null && echo stopped-server
 kill -9 $srv 2>/dev/null && echo killed-server
-kill -9 1 2>/dev/null && echo killed-init
+$KILL_INIT
 echo x > ` + fx.outside + `/hostile 2>/dev/null && echo escaped
 true`
-		out, err := sc.runErr(t.Context(), attack, 30*time.Second)
+		// Pid 1 is the namespace's init (the server, or bwrap's), except
+		// without a namespace, where it would be the host's.
+		killInit := "kill -9 1 2>/dev/null && echo killed-init"
+		if sc.cfg.backend == "landlock" && sc.cfg.ns == nsNone {
+			killInit = ""
+		}
+		out, err := sc.runErr(t.Context(), strings.Replace(attack, "$KILL_INIT", killInit, 1), 30*time.Second)
 		s := string(out.Output)
 		t.Logf("attack (%v): %s", err, s)
 		for _, bad := range []string{"read-environ", "opened-mem", "escaped"} {
@@ -265,6 +279,15 @@ func TestServerDeathFailsClosed(t *testing.T) {
 		out, err := sc.runErr(t.Context(), escapeScript(m, "echo ready > ready.fifo; exec sleep "+m), 30*time.Second)
 		if !errors.Is(err, ErrUnavailable) || out.TimedOut {
 			t.Fatalf("the call did not fail closed: %v %+v %q", err, out, out.Output)
+		}
+		if sc.cfg.backend == "landlock" && sc.cfg.ns == nsNone {
+			// Without a namespace only the server could sweep what left
+			// the command's group, and a SIGKILL from outside gives it no
+			// chance (as for the per-call helper; dsh's own death gives
+			// it its parent-death signal instead). Clean up.
+			for _, pid := range proctest.Marked(m) {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
 		}
 		requireGone(t, m, 10*time.Second)
 		confinedStill(t, sc, fx)
@@ -450,4 +473,43 @@ func TestServerFreshDev(t *testing.T) {
 			t.Fatalf("the next command saw the previous one's /dev: %q", s)
 		}
 	})
+}
+
+// A spawner (dsh) killed with SIGKILL while its session's server runs a
+// command leaves nothing behind: not the server, not the command, not
+// what the command started; in every namespace mode, and for full
+// access's lifetime-only server.
+func TestServerSpawnerKilled(t *testing.T) {
+	requireBash(t)
+	cfgs := append(sandboxConfigs(t), sandboxConfig{"full-access", "none", nsNone})
+	for _, cfg := range cfgs {
+		t.Run(cfg.name, func(t *testing.T) {
+			ws := workDir(t)
+			fifo := ws + "/ready.fifo"
+			if err := unix.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			m := newMarker()
+			parent, _ := startRole(t, roleParent, roleConfig{
+				Backend: cfg.backend, NS: cfg.ns, Harden: true, Mode: WorkspaceWrite, Dir: ws, Server: true,
+				Script: escapeScript(m, "echo ready > "+fifo+"; exec sleep "+m),
+			})
+			if line, err := bufio.NewReader(f).ReadString('\n'); err != nil || line != "ready\n" {
+				t.Fatalf("readiness %q %v", line, err)
+			}
+			server := "dsh-sandbox-server\x00" + strconv.Itoa(parent.Process.Pid)
+			if len(proctest.Marked(server)) == 0 {
+				t.Fatal("no server runs the command")
+			}
+			_ = parent.Process.Kill()
+			_ = parent.Wait()
+			requireGone(t, m, 10*time.Second)
+			requireGone(t, server, 10*time.Second)
+		})
+	}
 }
