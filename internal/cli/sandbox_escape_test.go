@@ -115,7 +115,7 @@ func TestSandboxLeftoversAfterKill9(t *testing.T) {
 	// The command runs on the session's sandbox server, whose command
 	// line ends with dsh's pid.
 	server := "dsh-sandbox-server\x00" + strconv.Itoa(c.Process.Pid)
-	if len(proctest.Marked(server)) == 0 {
+	if len(proctest.Marked(server)) == 0 && os.Getenv("DSH_SANDBOX_SERVER") != "0" {
 		t.Fatal("no sandbox server runs the command")
 	}
 	_ = c.Process.Kill()
