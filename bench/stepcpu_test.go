@@ -3,8 +3,6 @@ package bench
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -13,26 +11,6 @@ import (
 
 // clockTicks is the unit of /proc/PID/stat times (USER_HZ, 100 on Linux).
 const clockTicks = 100
-
-// procTreeCPU returns the CPU time in seconds of process pid and its waited-for
-// children (utime, stime, cutime, cstime of /proc/PID/stat).
-func procTreeCPU(pid int) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which may hold spaces, in parentheses.
-	f := bytes.Fields(raw[bytes.LastIndexByte(raw, ')')+1:])
-	total := 0.0
-	for _, i := range []int{11, 12, 13, 14} { // fields 14–17, 1-based
-		v, err := strconv.ParseFloat(string(f[i]), 64)
-		if err != nil {
-			return 0, err
-		}
-		total += v
-	}
-	return total / clockTicks, nil
-}
 
 // BenchmarkRunStepCPU runs `dsh run` as a process for a 2,000-step bash
 // task and reports its CPU per step (its own and its children's: bash,
@@ -53,7 +31,9 @@ func BenchmarkRunStepCPU(b *testing.B) {
 			mu.Lock()
 			n++
 			if pid != 0 {
-				if cpu, err := procTreeCPU(pid); err == nil {
+				// Live descendants too: the session's sandbox server
+				// holds its commands' CPU until it ends.
+				if cpu, err := liveTreeCPU(pid); err == nil {
 					at[n] = cpu
 				}
 			}

@@ -302,6 +302,9 @@ type Session struct {
 	// Goals is the session's goal keeper: the goal tools, the host's
 	// round driver and its goal commands change the goal through it.
 	Goals *goal.Keeper
+	// sandbox is the session's sandbox server (nil without a
+	// permissions row).
+	sandbox *sandbox.Session
 }
 
 func (a *App) modelDefaults() modelDefaults {
@@ -564,7 +567,7 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	a.live.add(log)
 	wired, hooksDone, closersOwned = true, true, true
 	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, terms: a.terms, closers: e.closers, live: &a.live, manager: a.manager, titler: e.titler,
-		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, plan: e.plan, Goals: e.goals}, nil
+		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, plan: e.plan, Goals: e.goals, sandbox: e.sandbox}, nil
 }
 
 func newMessageID() string {

@@ -163,6 +163,9 @@ func (s *Session) Close() {
 	}
 	s.mcpOwn.Close()
 	runClosers(s.closers)
+	if s.sandbox != nil {
+		_ = s.sandbox.Close() // its commands ended with their calls
+	}
 	if s.live != nil {
 		s.live.remove(s.Log.ID())
 	}

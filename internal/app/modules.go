@@ -19,6 +19,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/prompt"
 	"github.com/dsh-dev/dsh/internal/provider"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/skills"
 	"github.com/dsh-dev/dsh/internal/subagent"
@@ -66,6 +67,9 @@ type env struct {
 	permPreset, approval string
 	// perm is the permission layer (the permissions module).
 	perm *permission.Session
+	// sandbox is the session's sandbox (its server, started at the
+	// first confined command); Session.Close ends it.
+	sandbox *sandbox.Session
 	// web is the web runtime (the web module).
 	web *web.Runtime
 	// declined lists preset tools whose rows declined (unavailable here).

@@ -65,7 +65,10 @@ func (d permissionsDef) early() {}
 
 func (d permissionsDef) apply(e *env) error {
 	e.permDefault = d.Default
-	sb := e.app.sandbox(d.Backends)
+	// The process-wide sandbox (backend probed once), seen through this
+	// session's server.
+	sb := e.app.sandbox(d.Backends).Session()
+	e.sandbox = sb
 	roots := d.WritableRoots
 	if roots == nil {
 		// Build tools (go, npm, pip) write their caches under the user

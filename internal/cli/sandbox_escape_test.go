@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,7 +112,14 @@ func TestSandboxLeftoversAfterKill9(t *testing.T) {
 	if err != nil || line != "ready\n" {
 		t.Fatalf("readiness %q %v", line, err)
 	}
+	// The command runs on the session's sandbox server, whose command
+	// line ends with dsh's pid.
+	server := "dsh-sandbox-server\x00" + strconv.Itoa(c.Process.Pid)
+	if len(proctest.Marked(server)) == 0 && os.Getenv("DSH_SANDBOX_SERVER") != "0" {
+		t.Fatal("no sandbox server runs the command")
+	}
 	_ = c.Process.Kill()
 	_ = c.Wait()
 	requireNoMarked(t, m)
+	requireNoMarked(t, server)
 }

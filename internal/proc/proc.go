@@ -103,8 +103,9 @@ type Spec struct {
 	// Env is the child's environment policy; the zero value gives only the
 	// BaseEnv variables.
 	Env EnvPolicy
-	// Stdin feeds standard input; nil is /dev/null. Run only (Start's
-	// stdin is Process.Stdin).
+	// Stdin feeds standard input; nil is /dev/null. For Start it may only
+	// be an *os.File (a socket to a peer that passes descriptors), which
+	// the child reads directly instead of Process.Stdin's pipe.
 	Stdin io.Reader
 	// OutputLimit is how many bytes of combined output Run keeps (head and
 	// tail; the elision marker comes on top); <= 0 means

@@ -41,8 +41,11 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("proc: not started: %w", err)
 	}
-	if spec.Stdin != nil {
-		return nil, errors.New("proc: Spec.Stdin is for Run; a started process is fed through Process.Stdin")
+	// A socket (or any file) may be the child's stdin instead of a pipe:
+	// a peer that passes descriptors over it.
+	stdinFile, _ := spec.Stdin.(*os.File)
+	if spec.Stdin != nil && stdinFile == nil {
+		return nil, errors.New("proc: Start takes only an *os.File as Spec.Stdin; a started process is otherwise fed through Process.Stdin")
 	}
 	limit := spec.StderrLimit
 	if limit <= 0 {
@@ -68,7 +71,10 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		r, w, err = os.Pipe()
 		return r, w
 	}
-	inR, inW := pipe()
+	var inR, inW *os.File
+	if stdinFile == nil {
+		inR, inW = pipe()
+	}
 	outR, outW := pipe()
 	errR, errW := pipe()
 	var ctl3R, ctl3W, ctl4R, ctl4W *os.File
@@ -100,7 +106,11 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	if spec.ControlChannel {
 		extra = []*os.File{ctl3R, ctl4W}
 	}
-	g, err := spawn(spec, inR, outW, errW, extra)
+	var stdin io.Reader = inR
+	if stdinFile != nil {
+		stdin = stdinFile
+	}
+	g, err := spawn(spec, stdin, outW, errW, extra)
 	closeAll(childEnds)
 	if err != nil {
 		closeAll(parentEnds)
@@ -133,7 +143,7 @@ func (p *Process) Pid() int { return p.g.pid }
 func (p *Process) Pgid() int { return p.g.pid }
 
 // Stdin is the write end of the command's standard input. Closing it sends
-// EOF.
+// EOF. It is a nil *os.File when Spec.Stdin gave the child its stdin.
 func (p *Process) Stdin() io.WriteCloser { return p.stdin }
 
 // Stdout is the read end of the command's standard output. Teardown closes

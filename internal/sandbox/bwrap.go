@@ -174,38 +174,46 @@ func (b *Bwrap) gateArgv(argv []string, g gateSpec) ([]string, error) {
 
 // Confine implements Backend.
 func (b *Bwrap) Confine(argv []string, p Policy) (Confined, error) {
+	c, _, err := b.confineServed(argv, p)
+	return c, err
+}
+
+// confineServed is Confine, and the plan of a session server inside the
+// same bubblewrap options (serverBackend).
+func (b *Bwrap) confineServed(argv []string, p Policy) (Confined, serverPlan, error) {
 	if err := validate(argv, p); err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
 	if p.Mode == DangerFullAccess {
-		return Unconfined(argv), nil
+		return Unconfined(argv), serverPlan{}, nil
 	}
 	bin, err := b.binary()
 	if err != nil {
-		return Confined{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Confined{}, serverPlan{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	l, err := newLayout(p)
 	if err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
 	args, gaps := bwrapArgs(l, p.Network)
 	gate, gaps, err := withGate(l, p, gaps)
 	if err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
+	cmd := argv
 	if gate != nil {
-		if argv, err = b.gateArgv(argv, *gate); err != nil {
-			return Confined{}, err
+		if cmd, err = b.gateArgv(argv, *gate); err != nil {
+			return Confined{}, serverPlan{}, err
 		}
 	}
-	out := make([]string, 0, 1+len(args)+1+len(argv))
+	out := make([]string, 0, 1+len(args)+1+len(cmd))
 	out = append(out, bin)
 	out = append(out, args...)
 	out = append(out, "--")
-	out = append(out, argv...)
+	out = append(out, cmd...)
 	out, procAttr, ns, err := b.supervised(out)
 	if err != nil {
-		return Confined{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return Confined{}, serverPlan{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	if ns == nsNone {
 		gaps = append(gaps, gapNoNamespaceBwrap)
@@ -221,7 +229,11 @@ func (b *Bwrap) Confine(argv []string, p Policy) (Confined, error) {
 	if len(gaps) > 0 {
 		c.Enforcement = Partial
 	}
-	return c, nil
+	tmp := l.scratch
+	if tmp == "" {
+		tmp = l.tmpdir
+	}
+	return c, b.plan(bin, args, helperSpec{Lifetime: true, Gate: gate, TmpDir: tmp}), nil
 }
 
 // bwrapArgs turns a layout into bwrap options, returning what they leave

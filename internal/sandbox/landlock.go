@@ -159,33 +159,51 @@ type helperSpec struct {
 	// controlling terminal is its standard input (a PTY's slave), instead
 	// of in a process group of the helper's session (see ControllingTTY).
 	TTY bool `json:"tty,omitempty"`
+
+	// Server makes the helper the session's sandbox server
+	// (server_linux.go): it takes commands on its stdin, a UNIX socket,
+	// instead of running the one after "--"; each command's confinement
+	// comes with it.
+	Server bool `json:"server,omitempty"`
+	// SweepNS tells a server that it runs alone with its commands in a
+	// PID namespace it is not init of (bubblewrap's), so that it may
+	// kill everything else in it between commands.
+	SweepNS bool `json:"sweepns,omitempty"`
 }
 
 // Confine implements Backend.
 func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
+	c, _, err := l.confineServed(argv, p)
+	return c, err
+}
+
+// confineServed is Confine, and the plan of a session server that runs
+// the same command under the same rules (serverBackend).
+func (l *Landlock) confineServed(argv []string, p Policy) (Confined, serverPlan, error) {
 	if err := validate(argv, p); err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
 	if p.Mode == DangerFullAccess {
-		return Unconfined(argv), nil
+		return Unconfined(argv), serverPlan{}, nil
 	}
 	abi := landlockABI()
 	if abi < 1 {
-		return Confined{}, fmt.Errorf("%w: Landlock is not enabled in this kernel", ErrUnavailable)
+		return Confined{}, serverPlan{}, fmt.Errorf("%w: Landlock is not enabled in this kernel", ErrUnavailable)
 	}
 	self, err := l.executable()
 	if err != nil {
-		return Confined{}, fmt.Errorf("%w: cannot find own executable: %v", ErrUnavailable, err)
+		return Confined{}, serverPlan{}, fmt.Errorf("%w: cannot find own executable: %v", ErrUnavailable, err)
 	}
 	lay, err := newLayout(p)
 	if err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
 	spec, gaps := landlockSpec(lay, p.Network, abi, seccompSupported(), l.LooseGit)
 	if spec.Gate, gaps, err = withGate(lay, p, gaps); err != nil {
-		return Confined{}, err
+		return Confined{}, serverPlan{}, err
 	}
 	ns := l.namespace(self)
+	plan := landlockPlan(self, ns, spec)
 	spec.NS, spec.Parent = string(ns), os.Getpid()
 	if ns == nsNone {
 		gaps = append(gaps, gapNoNamespace)
@@ -204,7 +222,7 @@ func (l *Landlock) Confine(argv []string, p Policy) (Confined, error) {
 	if len(gaps) > 0 {
 		c.Enforcement = Partial
 	}
-	return c, nil
+	return c, plan, nil
 }
 
 // namespace is the mode the helper is started in.
@@ -358,10 +376,13 @@ func runHelper(args []string) int {
 		}), "TMPDIR="+spec.TmpDir)
 	}
 	// The helper's PATH is the command's. Looking up before confining
-	// keeps the confined part to the exec itself.
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return fail(helperExitNotFound, "%v", err)
+	// keeps the confined part to the exec itself. A server looks up
+	// each command as it comes.
+	path := ""
+	if !spec.Server {
+		if path, err = exec.LookPath(argv[0]); err != nil {
+			return fail(helperExitNotFound, "%v", err)
+		}
 	}
 	code, err := supervise(spec, path, argv, env)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/dsh-dev/dsh/internal/leakcheck"
 )
 
 // TestMain lets the test binary serve as the Landlock helper (the backend
@@ -21,7 +23,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("TMPDIR", tmp)
 	noRaceExitDelay()
-	code := m.Run()
+	// The session server's client starts goroutines in this process:
+	// none may outlive the tests.
+	code := leakcheck.Run(m)
 	os.RemoveAll(tmp)
 	os.Exit(code)
 }

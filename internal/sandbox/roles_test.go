@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/dsh-dev/dsh/internal/proc"
 )
 
 // The attack and escape tests re-execute the test binary in two roles
@@ -33,6 +36,10 @@ type roleConfig struct {
 	Dir     string   `json:"dir"`
 	Spawn   int      `json:"spawn,omitempty"` // >0: start this many copies, wait for none
 	Extra   []string `json:"extra,omitempty"` // more argv for the role (a secret on a command line)
+	// Server runs the command through a Session's server (Confined.Run)
+	// instead of starting it; Backend "none" is then full access's
+	// lifetime-only server.
+	Server bool `json:"server,omitempty"`
 }
 
 // runTestRole serves the roles; it returns when os.Args names none.
@@ -95,6 +102,9 @@ func runParent(raw string) int {
 	}
 	argv := []string{"bash", "-c", cfg.Script}
 	p := Policy{Mode: cfg.Mode, Workspace: cfg.Dir}
+	if cfg.Server {
+		return runServed(cfg, argv, p)
+	}
 	var (
 		c   Confined
 		err error
@@ -223,4 +233,34 @@ func workDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(d, "ws")
+}
+
+// runServed is runParent through a session's server: the command's
+// output is collected, so readiness goes through the workspace (the
+// script says how).
+func runServed(cfg roleConfig, argv []string, p Policy) int {
+	ns := cfg.NS
+	var (
+		c   Confined
+		err error
+	)
+	switch cfg.Backend {
+	case "bwrap":
+		c, err = New(&Bwrap{ns: &ns}).Session().Confine(argv, p)
+	case "landlock":
+		c, err = New(&Landlock{ns: &ns}).Session().Confine(argv, p)
+	default:
+		c = New().Session().Supervise(argv)
+	}
+	if err != nil || c.Run == nil {
+		fmt.Fprintln(os.Stderr, "no server:", err)
+		return 2
+	}
+	out, err := c.Run(context.Background(), proc.Spec{Argv: c.Argv, Dir: cfg.Dir, Env: proc.EnvPolicy{Exact: os.Environ()}, SysProcAttr: c.ProcAttr})
+	os.Stdout.Write(out.Output)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return out.ExitCode
 }

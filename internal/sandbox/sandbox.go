@@ -15,8 +15,11 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"syscall"
+
+	"github.com/dsh-dev/dsh/internal/proc"
 )
 
 // Mode is a session's sandbox mode.
@@ -102,6 +105,12 @@ type Confined struct {
 	// sandbox refused something (so the result can say so plainly and the
 	// model may ask to escalate).
 	Denied func(exitCode int, output []byte) bool
+	// Run, when set, runs the command through the session's sandbox
+	// server (Session) instead of starting Argv: spec is what proc.Run
+	// would be given for Argv (its Dir, Env, OutputLimit and KillGrace
+	// are used), and Run falls back to exactly proc.Run(ctx, spec) when
+	// the server cannot take the command. Nil: start Argv.
+	Run func(ctx context.Context, spec proc.Spec) (proc.Outcome, error)
 }
 
 // CodeUnavailable is the tool error code when no backend can confine.

@@ -118,6 +118,9 @@ func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
 		return helperExitSetup, errors.New("the spawner exited before the command started")
 	}
 
+	if spec.Server && !outer {
+		return serve(inNS || spec.SweepNS, chld, death, stop)
+	}
 	started := make(chan startResult, 1)
 	if outer {
 		go startInner(spec, argv, env, started)

@@ -283,6 +283,29 @@ func (tg *threadGate) serve(pid int, report func(path string)) {
 	}
 }
 
+// serveUntil is serve for the session server (server_linux.go): it
+// answers the command's gated calls until done is closed (the command
+// and its leftovers are gone), then returns, so that the confining
+// thread can end. Calls the gate still holds for it get ESRCH.
+func (tg *threadGate) serveUntil(pid int, report func(path string), done <-chan struct{}) {
+	child := gatedChild{pid: pid, listener: tg.fd, confined: tg.ct}
+	gateRoutines.Go(func() {
+		if err := serveUnixGate(context.Background(), child, tg.spec, report); err != nil {
+			fmt.Fprintf(os.Stderr, helperErrPrefix+"%v\n", err)
+		}
+	})
+	for {
+		select {
+		case c := <-tg.ct.calls:
+			r, _, e := unix.Syscall(c.nr, uintptr(c.fd), uintptr(c.p), c.n)
+			c.res <- confinedResult{r, e}
+		case <-done:
+			close(tg.ct.gone)
+			return
+		}
+	}
+}
+
 // serveUnixGate answers the child's notifications until ctx ends or no
 // task uses the filter any more, then drains: calls still in flight are
 // waited for while new ones are refused with ENOSYS (what the kernel

@@ -26,6 +26,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/jobs"
 	"github.com/dsh-dev/dsh/internal/proc"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -374,10 +375,19 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	if conf != nil {
 		spec.SysProcAttr = conf.ProcAttr
 	}
-	out, err := proc.Run(runCtx, spec)
+	var out proc.Outcome
+	if conf != nil && conf.Run != nil {
+		out, err = conf.Run(runCtx, spec) // the session's sandbox server
+	} else {
+		out, err = proc.Run(runCtx, spec)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled")
+		}
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			// The sandbox failed under the command: fail closed.
+			return tool.Result{}, confineError(err)
 		}
 		return tool.Result{}, tool.Errorf(tool.CodeFailed, "could not start %s: %v", argv[0], err)
 	}

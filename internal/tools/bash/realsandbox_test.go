@@ -24,23 +24,37 @@ import (
 
 // realBackends runs f once per real backend that works here, with a bash
 // tool confining commands through it in mode (workspace: the harness's
-// cwd) and a job registry for background calls.
+// cwd) and a job registry for background calls: per call (the backend
+// itself) and through a session's sandbox server (what dsh uses).
 func realBackends(t *testing.T, mode sandbox.Mode, roots []string, f func(t *testing.T, h *harness, r *jobs.Registry)) {
 	for _, b := range []sandbox.Backend{sandbox.NewBwrap(""), sandbox.NewLandlock("")} {
-		t.Run(b.Name(), func(t *testing.T) {
-			if err := b.Probe(); err != nil {
-				t.Skipf("%s unavailable: %v", b.Name(), err)
-			}
-			r := newJobs(t, jobs.Options{})
-			var h *harness
-			confine := func(c *tool.Call, argv []string) (Confinement, error) {
-				p := sandbox.Policy{Mode: mode, Workspace: h.cwd, WritableRoots: roots}
-				cf, err := b.Confine(argv, p)
-				return Confinement{Confined: cf, Policy: p}, err
-			}
-			h = newHarness(t, Options{Jobs: r, Confine: confine})
-			f(t, h, r)
-		})
+		for _, via := range []string{"per-call", "server"} {
+			t.Run(b.Name()+"/"+via, func(t *testing.T) {
+				if err := b.Probe(); err != nil {
+					t.Skipf("%s unavailable: %v", b.Name(), err)
+				}
+				r := newJobs(t, jobs.Options{})
+				var sb interface {
+					Confine([]string, sandbox.Policy) (sandbox.Confined, error)
+				} = b
+				if via == "server" {
+					ss := sandbox.New(b).Session()
+					t.Cleanup(func() { ss.Close() })
+					sb = ss
+				}
+				var h *harness
+				confine := func(c *tool.Call, argv []string) (Confinement, error) {
+					p := sandbox.Policy{Mode: mode, Workspace: h.cwd, WritableRoots: roots}
+					cf, err := sb.Confine(argv, p)
+					if via == "server" && err == nil && cf.Run == nil {
+						t.Errorf("%s: no server for %v", b.Name(), p)
+					}
+					return Confinement{Confined: cf, Policy: p}, err
+				}
+				h = newHarness(t, Options{Jobs: r, Confine: confine})
+				f(t, h, r)
+			})
+		}
 	}
 }
 
@@ -210,18 +224,39 @@ func mustWriteFile(t *testing.T, p, s string) {
 
 // danger-full-access runs unconfined, yet nothing a call starts outlives
 // it: the sandbox supervises the command (sandbox.Sandbox.Supervise).
+// Per call and through the session's lifetime-only server.
 func TestFullAccessNothingOutlives(t *testing.T) {
 	if _, err := exec.LookPath("pgrep"); err != nil {
 		t.Skip("no pgrep")
 	}
-	sb := sandbox.New()
-	h := newHarness(t, Options{Confine: func(c *tool.Call, argv []string) (Confinement, error) {
-		return Confinement{Confined: sb.Supervise(argv), Policy: sandbox.Policy{Mode: sandbox.DangerFullAccess}}, nil
-	}})
-	m := newMarker(t)
-	res := h.run(context.Background(), t, map[string]any{"command": escapes(m)})
-	if !strings.Contains(text(res), "ready") || res.IsError {
-		t.Fatalf("call: %s", text(res))
+	for _, via := range []string{"per-call", "server"} {
+		t.Run(via, func(t *testing.T) {
+			var sb interface {
+				Supervise([]string) sandbox.Confined
+			} = sandbox.New()
+			if via == "server" {
+				ss := sandbox.New().Session()
+				t.Cleanup(func() { ss.Close() })
+				sb = ss
+			}
+			h := newHarness(t, Options{Confine: func(c *tool.Call, argv []string) (Confinement, error) {
+				cf := sb.Supervise(argv)
+				if via == "server" && cf.Run == nil {
+					t.Error("no server")
+				}
+				return Confinement{Confined: cf, Policy: sandbox.Policy{Mode: sandbox.DangerFullAccess}}, nil
+			}})
+			for range 2 {
+				m := newMarker(t)
+				res := h.run(context.Background(), t, map[string]any{"command": escapes(m) + "\necho $PPID > /dev/null; touch " + filepath.Join(h.cwd, "..", "outside-"+m)})
+				if !strings.Contains(text(res), "ready") || res.IsError {
+					t.Fatalf("call: %s", text(res))
+				}
+				if _, err := os.Stat(filepath.Join(h.cwd, "..", "outside-"+m)); err != nil {
+					t.Fatalf("full access could not write outside the workspace: %s", text(res))
+				}
+				requireNoneLeft(t, m)
+			}
+		})
 	}
-	requireNoneLeft(t, m)
 }

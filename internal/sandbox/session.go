@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dsh-dev/dsh/internal/proc"
+)
+
+// Session is one dsh session's use of a Sandbox. It confines exactly as
+// the Sandbox does, and adds a way to run each confined command that
+// does not start the sandbox afresh: a sandbox server (the helper, in
+// server mode) started at the session's first confined command, whose
+// namespaces and mounts are set up once and which forks every later
+// command from inside them with the same per-command isolation (own
+// process group, Landlock and seccomp on the forking thread, the socket
+// gate, the request's environment and working directory, everything the
+// command left killed before its exit is reported). Confined.Run uses
+// it; Confined.Argv stays the per-call command line.
+//
+// The server runs the policy it was started for: a command whose
+// confinement differs (bubblewrap's mounts and network for another mode,
+// an approved escalation, new git metadata to protect) replaces it with
+// one for the new policy, and Landlock commands carry their whole rule
+// set with them. Whatever goes wrong fails closed: a server that cannot
+// start, is busy with another command, refuses it or could not receive it
+// leaves it to the per-call helper (which refuses to run unconfined); a
+// server that dies once it has the command fails the call (the command
+// may have run).
+//
+// Close ends the server (and with it every process in its namespaces);
+// dsh dying ends it too (it is pid 1 of its namespace, with a parent
+// death signal). Safe for concurrent use.
+type Session struct {
+	sb *Sandbox
+
+	mu     sync.Mutex
+	srv    *server // guarded by mu; nil until needed, or after a failure
+	busy   bool    // guarded by mu; a command holds srv
+	closed bool    // guarded by mu
+
+	perCall bool // ServerEnv=0: no server
+
+	// served counts the commands the server ran (tests tell the server
+	// from the per-call fallback by it).
+	served atomic.Int64
+}
+
+// ServerEnv is the operator's switch for the session server: set to 0,
+// every command is confined per call (Confined.Run stays nil), as before
+// the server existed; benchmarks compare the two with it.
+const ServerEnv = "DSH_SANDBOX_SERVER"
+
+// Session returns a new session's view of the sandbox. No process starts
+// before the first confined command.
+func (s *Sandbox) Session() *Session {
+	return &Session{sb: s, perCall: os.Getenv(ServerEnv) == "0"}
+}
+
+// Supervise is Sandbox.Supervise, with Run set where the helper can
+// serve: danger-full-access commands then run on a lifetime-only server
+// (no namespace, no confinement; a subreaper that kills whatever a
+// command left when it exits, and everything when dsh dies), as the
+// per-call lifetime-only helper would run them.
+func (ss *Session) Supervise(argv []string) Confined {
+	c := ss.sb.Supervise(argv)
+	if ss.perCall || len(argv) == 0 || len(c.Argv) == len(argv) {
+		return c // not supervised here: nothing to serve either
+	}
+	plan, err := supervisePlan()
+	if err != nil {
+		return c
+	}
+	argv = append([]string(nil), argv...)
+	c.Run = func(ctx context.Context, spec proc.Spec) (proc.Outcome, error) {
+		return ss.run(ctx, spec, plan, argv)
+	}
+	return c
+}
+
+// Confine is Sandbox.Confine, with Run set where the backend can serve
+// the command from the session's server.
+func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
+	if ss.perCall {
+		return ss.sb.Confine(argv, p)
+	}
+	if err := validate(argv, p); err != nil {
+		return Confined{}, err
+	}
+	if p.Mode == DangerFullAccess {
+		return Unconfined(argv), nil
+	}
+	b, err := ss.sb.Backend()
+	if err != nil {
+		return Confined{}, err
+	}
+	sp, ok := b.(serverBackend)
+	if !ok {
+		return b.Confine(argv, p)
+	}
+	c, plan, err := sp.confineServed(argv, p)
+	if err != nil || plan.argv == nil {
+		return c, err // the per-call command line still confines
+	}
+	argv = append([]string(nil), argv...)
+	c.Run = func(ctx context.Context, spec proc.Spec) (proc.Outcome, error) {
+		return ss.run(ctx, spec, plan, argv)
+	}
+	return c, nil
+}
