@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -114,7 +115,8 @@ func TestLSPServerGoneAfterKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	cmd := e.cmd(ctx, "run", "--json", "hover Total then wait")
-	var out, errb bytes.Buffer
+	// dsh writes while the test reads: the buffers are locked.
+	var out, errb lockedBuffer
 	cmd.Stdout = &out
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
@@ -179,4 +181,23 @@ func TestLSPRowValidation(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, `profile row "tool.lsp"`) || !strings.Contains(stderr, `server key "py" is not a file extension`) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer a child process's output copier writes
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
