@@ -453,6 +453,11 @@ func TestScrollbackKeepsEarlierTurns(t *testing.T) {
 	if n := strings.Count(h, "Ask dsh"); n != 1 {
 		t.Errorf("the composer appears %d times in the scrollback:\n%s", n, h)
 	}
+	// The pane was fresh: one blank line (printed before the UI started,
+	// so the live area never sat at the top-left corner), then the turn.
+	if !strings.HasPrefix(h, "\n› prompt 1\n") {
+		t.Errorf("the scrollback does not open with one blank line and the first prompt:\n%s", h)
+	}
 	tm.keys("C-d")
 	tm.exitStatus()
 }
