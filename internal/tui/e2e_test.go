@@ -453,8 +453,46 @@ func TestScrollbackKeepsEarlierTurns(t *testing.T) {
 	if n := strings.Count(h, "Ask dsh"); n != 1 {
 		t.Errorf("the composer appears %d times in the scrollback:\n%s", n, h)
 	}
+	// The pane was fresh: one blank line (printed before the UI started,
+	// so the live area never sat at the top-left corner), then the turn.
+	if !strings.HasPrefix(h, "\n› prompt 1\n") {
+		t.Errorf("the scrollback does not open with one blank line and the first prompt:\n%s", h)
+	}
 	tm.keys("C-d")
 	tm.exitStatus()
+}
+
+// TestLiveAreaNeverScrolledIntoHistory: a fresh terminal starts the live
+// area at the screen's top-left corner, where tmux (scroll-on-clear, on
+// by default) takes "erase below" for a clear screen and scrolls what is
+// there into its history. A redraw of the whole live area (its height
+// changed: the composer grew a line) and the erase on exit must not
+// leave copies of the composer and status line in the scrollback.
+func TestLiveAreaNeverScrolledIntoHistory(t *testing.T) {
+	tm := newTerm(t)
+	tm.start(80, 20, "tui")
+	tm.waitFor("/help for commands")
+	if err := tm.tmux("send-keys", "-t", "m", "-l", "first line"); err != nil {
+		t.Fatal(err)
+	}
+	tm.keys("C-j")
+	if err := tm.tmux("send-keys", "-t", "m", "-l", "second line"); err != nil {
+		t.Fatal(err)
+	}
+	tm.waitFor("second line")
+	if h := tm.history(); strings.Count(h, "deepseek/") != 1 || strings.Contains(h, "/help for commands") {
+		t.Errorf("a redrawn frame was left in the scrollback:\n%s", h)
+	}
+	// Empty the composer (Ctrl-D leaves only when it is empty), then leave.
+	if err := tm.tmux("send-keys", "-t", "m", "-N", "30", "BSpace"); err != nil {
+		t.Fatal(err)
+	}
+	tm.waitFor("/help for commands")
+	tm.keys("C-d")
+	tm.exitStatus()
+	if h := tm.history(); strings.Contains(h, "deepseek/") || strings.Contains(h, "second line") {
+		t.Errorf("the live area was left in the scrollback on exit:\n%s", h)
+	}
 }
 
 // TestAttachToServe runs the same UI against a dsh serve: the answer

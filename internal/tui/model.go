@@ -124,6 +124,10 @@ type model struct {
 	// while one print is in flight, so the scrollback keeps log order.
 	pending  []string
 	printing bool
+	// blankAbove is set while the row above the live area is the blank
+	// line Run printed before the UI started: the first print leaves out
+	// the blank line it opens with (see Run).
+	blankAbove bool
 	// frames are the heights of the frames drawn lately: a print plus
 	// the frame the renderer last put on the screen must fit it (see
 	// flush), and that frame may be a few draws old.
@@ -159,6 +163,10 @@ func newModel(ctx context.Context, o Options, info host.Info, stream EventStream
 		m.feed = own(ctx, streamer[host.FeedEvent](feed))
 	}
 	m.composer = newComposer()
+	// Sized now, the composer's first frame is its one row, not the
+	// textarea's default six rows that shrink when the terminal's size
+	// arrives (a redraw of the whole live area as dsh starts).
+	m.composer.SetWidth(max(m.width-2, 10))
 	return m
 }
 
@@ -482,6 +490,13 @@ func (m *model) flush() tea.Cmd {
 	if m.o.AltScreen {
 		m.transcript = append(m.transcript, strings.Split(text, "\n")...)
 		return nil
+	}
+	if m.blankAbove {
+		m.blankAbove = false
+		text = strings.TrimPrefix(text, "\n")
+		if text == "" {
+			return nil
+		}
 	}
 	lines := strings.Split(text, "\n")
 	fit := max(min(m.height/2-1, m.height-max(m.recentRows(), m.frameRows())-1), 1)

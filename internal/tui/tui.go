@@ -42,6 +42,7 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 	// same state and renderer is quick, where printing it through the
 	// running UI goes a screenful at a time.
 	st := newState()
+	printed := false
 	if info.Turns > 0 || info.LastSeq > 0 {
 		events, err := b.Events(ctx, id)
 		if err != nil {
@@ -58,6 +59,23 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 		if _, err := io.WriteString(out, buf.String()); err != nil {
 			return 0, id, err
 		}
+		printed = buf.Len() > 0
+	}
+	// The live area must never start at the screen's top-left corner (a
+	// fresh terminal, or one just cleared): the renderer redraws the whole
+	// area, whenever its height changes and on exit, by moving to its top
+	// row and erasing below, and tmux (scroll-on-clear, on by default)
+	// takes an erase below from the home position for a clear screen and
+	// scrolls the live area into its history, where stale copies of the
+	// composer and status line would stay. A blank line is printed first
+	// instead; it is the blank line the first printed block opens with,
+	// which flush then leaves out, so the scrollback reads the same.
+	blankAbove := false
+	if !printed && !o.AltScreen {
+		if _, err := io.WriteString(out, "\n"); err != nil {
+			return 0, id, err
+		}
+		blankAbove = true
 	}
 	stream, err := b.Follow(ctx, id, st.lastSeq)
 	if err != nil {
@@ -70,6 +88,7 @@ func Run(ctx context.Context, o Options, in io.Reader, out io.Writer) (code int,
 	}
 	m := newModel(ctx, o, info, stream, feed)
 	m.st = st
+	m.blankAbove = blankAbove
 	// Children the history shows running are followed, and their
 	// approvals answered, as if their start had just been read.
 	for run, c := range st.children {
