@@ -68,7 +68,8 @@ func countingFallback(tool, args string, steps int, onRequest func(n int)) func(
 // runMemory runs `dsh run` under GNU time for an N-step bash task whose
 // command is args, sampling the process's VmRSS as each request arrives
 // (while dsh waits for the answer). It returns the whole run's peak RSS in
-// kB and the samples by request number.
+// kB and the samples by request number (RssFile under the negated
+// number).
 func runMemory(b *testing.B, steps int, args string) (peakKB int64, rss map[int]int64) {
 	gnuTime, err := exec.LookPath("/usr/bin/time")
 	if err != nil {
@@ -94,6 +95,10 @@ func runMemory(b *testing.B, steps int, args string) (peakKB int64, rss map[int]
 		}
 		if st, err := procStatusKB(pid); err == nil {
 			rss[n] = st["VmRSS"]
+			// The file-backed part (the binary's mapped pages, shared
+			// and clean) under a negative key: what is not the
+			// process's own memory.
+			rss[-n] = st["RssFile"]
 		}
 	}))
 	out := filepath.Join(b.TempDir(), "rss")
@@ -124,8 +129,9 @@ func runMemory(b *testing.B, steps int, args string) (peakKB int64, rss map[int]
 
 // BenchmarkRunMemory runs `dsh run` as a process for 2,000 steps of a
 // command without output and for 200 steps of a command printing ~1 MB,
-// and reports the peak RSS of each run (GNU time) and the growth of the
-// resident set per step between request 100 and the last.
+// and reports the peak RSS of each run (GNU time), the growth of the
+// resident set per step between request 100 and the last, and how much of
+// the last sample is file-backed (the binary's pages).
 func BenchmarkRunMemory(b *testing.B) {
 	cases := []struct {
 		name  string
@@ -137,7 +143,7 @@ func BenchmarkRunMemory(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			var peak, first, last int64
+			var peak, first, last, file int64
 			var perStep float64
 			for range b.N {
 				p, rss := runMemory(b, tc.steps, tc.args)
@@ -147,13 +153,14 @@ func BenchmarkRunMemory(b *testing.B) {
 					b.Fatalf("no RSS sample at request 1, 100 or %d", tc.steps)
 				}
 				perStep = float64(to-from) / float64(tc.steps-100)
-				first, last = rss[1], to
-				b.Logf("RSS (MB) at requests 1, 100, %d: %.1f %.1f %.1f; peak %.1f", tc.steps, float64(rss[1])/1024, float64(from)/1024, float64(to)/1024, float64(p)/1024)
+				first, last, file = rss[1], to, rss[-tc.steps]
+				b.Logf("RSS (MB) at requests 1, 100, %d: %.1f %.1f %.1f (of it file-backed: %.1f); peak %.1f", tc.steps, float64(rss[1])/1024, float64(from)/1024, float64(to)/1024, float64(file)/1024, float64(p)/1024)
 			}
 			b.ReportMetric(float64(peak)/1024, "peak-rss-MB")
 			b.ReportMetric(float64(first)/1024, "rss-MB@1")
 			b.ReportMetric(float64(last)/1024, "rss-MB@last")
 			b.ReportMetric(perStep, "rss-KiB/step")
+			b.ReportMetric(float64(file)/1024, "rss-file-MB@last")
 		})
 	}
 }

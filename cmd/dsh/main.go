@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/dsh-dev/dsh/internal/cli"
+	"github.com/dsh-dev/dsh/internal/memlimit"
 	"github.com/dsh-dev/dsh/internal/sandbox"
 )
 
@@ -20,5 +21,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "dsh:", err)
 		os.Exit(1)
 	}
+	// A soft memory limit (unless GOMEMLIMIT is set) keeps the garbage
+	// collector's headroom from doubling a long run's small live heap.
+	memlimit.Apply(os.Getenv)
 	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,5 +331,20 @@ func TestConcurrentUse(t *testing.T) {
 	list, err := s.List(ctx, ListFilter{})
 	if err != nil || len(list) != 6 {
 		t.Fatalf("List = %d entries, %v", len(list), err)
+	}
+}
+
+// Every connection of both pools gets the smaller page cache (issue 12:
+// three default caches were ~6 MB of a long run's resident set).
+func TestConnectionsUseSmallPageCache(t *testing.T) {
+	s, _ := newStore(t)
+	for name, db := range map[string]*sql.DB{"writer": s.w, "reader": s.r} {
+		var kib int
+		if err := db.QueryRowContext(context.Background(), "PRAGMA cache_size").Scan(&kib); err != nil {
+			t.Fatal(err)
+		}
+		if kib != -512 {
+			t.Errorf("%s: cache_size = %d, want -512 (512 KiB)", name, kib)
+		}
 	}
 }
