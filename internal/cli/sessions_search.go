@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -72,12 +71,7 @@ func sessionsSearch(ctx context.Context, args []string, stdio IO) int {
 		out = append(out, m)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return fail(stdio, err)
-		}
-		return ExitOK
+		return writeJSON(stdio, out)
 	}
 	if len(out) == 0 {
 		where := "in " + cwd
