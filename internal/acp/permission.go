@@ -50,21 +50,13 @@ func (s *server) watchApprovals(feed *host.Feed) {
 					s.ask(*e.Approval)
 				}
 			case host.FeedApprovalResolved:
-				s.mu.Lock()
-				if cancel := s.asking[e.ApprovalID]; cancel != nil {
-					cancel() // answered elsewhere or cancelled: stop asking
-				}
-				s.mu.Unlock()
+				s.stopAsking(e.ApprovalID)
 			case host.FeedQuestion:
 				if e.Question != nil && s.session(e.SessionID) != nil {
 					s.askQuestion(*e.Question)
 				}
 			case host.FeedQuestionResolved:
-				s.mu.Lock()
-				if cancel := s.asking[e.ID]; cancel != nil {
-					cancel()
-				}
-				s.mu.Unlock()
+				s.stopAsking(e.ID)
 			}
 		}
 	}
@@ -75,31 +67,7 @@ func (s *server) watchApprovals(feed *host.Feed) {
 // (reject-once, a cancelled request, an unknown option, an error)
 // rejects.
 func (s *server) ask(a host.Approval) {
-	s.mu.Lock()
-	if _, dup := s.asking[a.ID]; dup {
-		s.mu.Unlock()
-		return
-	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	s.asking[a.ID] = cancel
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer func() {
-			s.mu.Lock()
-			delete(s.asking, a.ID)
-			s.mu.Unlock()
-			cancel()
-		}()
-		ss := s.session(a.SessionID)
-		if ss == nil {
-			return
-		}
-		// The client hears of the call (tool_call) before it is asked.
-		if !ss.waitFor(ctx, func() bool { return ss.asked[a.ID] }) {
-			return
-		}
+	s.startAsking(a.ID, a.SessionID, func(ctx context.Context) {
 		args := obj{}
 		if len(a.Arguments) > 0 && json.Unmarshal(a.Arguments, &args) != nil {
 			args = obj{"arguments": string(a.Arguments)}
@@ -115,12 +83,7 @@ func (s *server) ask(a host.Approval) {
 		}
 		options = append(options, obj{"optionId": optionRejectOnce, "name": "Reject", "kind": "reject_once"})
 		params := obj{"sessionId": a.SessionID, "toolCall": call, "options": options}
-		var res struct {
-			Outcome struct {
-				Outcome  string `json:"outcome"`
-				OptionID string `json:"optionId"`
-			} `json:"outcome"`
-		}
+		var res permissionOutcome
 		err := s.conn.Call(ctx, "session/request_permission", params, &res)
 		if ctx.Err() != nil {
 			return // resolved without this client
@@ -137,5 +100,48 @@ func (s *server) ask(a host.Approval) {
 		if err := s.h.Answer(s.ctx, a.SessionID, a.ID, ans); err != nil && host.ErrorCode(err) != host.CodeApprovalNotPending {
 			fmt.Fprintf(s.o.Log, "dsh acp: answer %s: %v\n", a.ID, err)
 		}
+	})
+}
+
+// startAsking runs ask for pending approval or question id of session
+// sessionID on a goroutine of its own, once the client heard of the call
+// (the pump wrote its tool_call): at most one per id, ended by
+// stopAsking (resolved elsewhere) or the server's end through ctx.
+func (s *server) startAsking(id, sessionID string, ask func(ctx context.Context)) {
+	s.mu.Lock()
+	if _, dup := s.asking[id]; dup {
+		s.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.asking[id] = cancel
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.asking, id)
+			s.mu.Unlock()
+			cancel()
+		}()
+		ss := s.session(sessionID)
+		if ss == nil {
+			return
+		}
+		if !ss.waitFor(ctx, func() bool { return ss.asked[id] }) {
+			return
+		}
+		ask(ctx)
 	}()
+}
+
+// stopAsking ends the asking of approval or question id: it was answered
+// elsewhere or cancelled.
+func (s *server) stopAsking(id string) {
+	s.mu.Lock()
+	if cancel := s.asking[id]; cancel != nil {
+		cancel()
+	}
+	s.mu.Unlock()
 }

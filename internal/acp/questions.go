@@ -28,30 +28,7 @@ const declined = "The user chose not to answer: decide yourself and say what you
 // client advertised form elicitation, else one session/request_permission
 // per question with one option per choice.
 func (s *server) askQuestion(q host.Question) {
-	s.mu.Lock()
-	if _, dup := s.asking[q.ID]; dup {
-		s.mu.Unlock()
-		return
-	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	s.asking[q.ID] = cancel
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		defer func() {
-			s.mu.Lock()
-			delete(s.asking, q.ID)
-			s.mu.Unlock()
-			cancel()
-		}()
-		ss := s.session(q.SessionID)
-		if ss == nil {
-			return
-		}
-		if !ss.waitFor(ctx, func() bool { return ss.asked[q.ID] }) {
-			return
-		}
+	s.startAsking(q.ID, q.SessionID, func(ctx context.Context) {
 		var (
 			ans host.QuestionAnswer
 			err error
@@ -81,7 +58,7 @@ func (s *server) askQuestion(q host.Question) {
 		if err != nil && host.ErrorCode(err) != host.CodeQuestionNotPending {
 			fmt.Fprintf(s.o.Log, "dsh acp: answer question %s: %v\n", q.ID, err)
 		}
-	}()
+	})
 }
 
 func (s *server) elicitForm() bool {

@@ -97,12 +97,7 @@ func mcpList(ctx context.Context, args []string, stdio IO) int {
 		if st == nil {
 			st = []mcp.Status{}
 		}
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
-			return fail(stdio, err)
-		}
-		return ExitOK
+		return writeJSON(stdio, st)
 	}
 	if len(st) == 0 {
 		fmt.Fprintln(stdio.Stderr, "no MCP servers are configured (add mcp_servers to config.yaml; see dsh help mcp)")

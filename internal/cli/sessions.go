@@ -335,12 +335,7 @@ func sessionsTree(ctx context.Context, args []string, stdio IO) int {
 		return fail(stdio, err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rows); err != nil {
-			return fail(stdio, err)
-		}
-		return ExitOK
+		return writeJSON(stdio, rows)
 	}
 	fmt.Fprintf(stdio.Stdout, "%s\n%s", id, catalog.FormatTree(rows))
 	return ExitOK

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,23 +13,9 @@ import (
 	"github.com/dsh-dev/dsh/internal/store"
 )
 
-// SearchedSession is one element of dsh sessions search --json.
-type SearchedSession struct {
-	ID        string `json:"id"`
-	ShortID   string `json:"shortId"`
-	Title     string `json:"title"`
-	Cwd       string `json:"cwd"`
-	Parent    string `json:"parentSession,omitempty"`
-	Status    string `json:"status"`
-	UpdatedAt int64  `json:"updatedAt"`
-	// Seq, Type and Time are the session's latest matching event.
-	Seq  int64  `json:"seq"`
-	Type string `json:"type"`
-	Time int64  `json:"time"`
-	// Snippet is at most 240 code points around the match, the matched
-	// words between « and ».
-	Snippet string `json:"snippet"`
-}
+// SearchedSession is one element of dsh sessions search --json: the
+// snippet's matched words are between « and ».
+type SearchedSession = sessionquery.SessionMatch
 
 func sessionsSearch(ctx context.Context, args []string, stdio IO) int {
 	fs := newFlags("sessions search", stdio)
@@ -81,18 +66,12 @@ func sessionsSearch(ctx context.Context, args []string, stdio IO) int {
 	}
 	out := make([]SearchedSession, 0, len(hits))
 	for _, h := range hits {
-		e := h.Entry
-		out = append(out, SearchedSession{ID: e.Header.ID, ShortID: short[e.Header.ID], Title: e.Title, Cwd: e.Header.Cwd,
-			Parent: e.Header.ParentSession, Status: e.Status, UpdatedAt: e.UpdatedAt,
-			Seq: h.Hit.Seq, Type: h.Hit.Type, Time: h.Hit.Time, Snippet: markSnippet(h.Hit.Snippet, "«", "»")})
+		m := sessionquery.MatchOf(h, markSnippet(h.Hit.Snippet, "«", "»"))
+		m.ShortID = short[m.ID]
+		out = append(out, m)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return fail(stdio, err)
-		}
-		return ExitOK
+		return writeJSON(stdio, out)
 	}
 	if len(out) == 0 {
 		where := "in " + cwd

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -91,12 +90,7 @@ func workspaceList(ctx context.Context, args []string, stdio IO) int {
 		return failWorkspace(stdio, err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(all); err != nil {
-			return fail(stdio, err)
-		}
-		return ExitOK
+		return writeJSON(stdio, all)
 	}
 	if len(all) == 0 {
 		fmt.Fprintln(stdio.Stderr, `no workspaces; "dsh workspace add PATH" registers one`)

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"encoding/json"
-	"slices"
 
 	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -82,69 +81,36 @@ func (a *answerer) Answer(ctx context.Context, q permission.Question) (permissio
 	e := h.live[a.id]
 	h.mu.Unlock()
 	ap := p.Approval
-	h.Publish(FeedEvent{Type: FeedApprovalPending, SessionID: a.id, Approval: &ap})
-	if e != nil {
-		h.statusChanged(e)
-	}
+	h.announce(e, FeedEvent{Type: FeedApprovalPending, SessionID: a.id, Approval: &ap})
 
 	var (
 		v       permission.Verdict
-		err     error
 		outcome string
 	)
-	select {
-	case ans := <-p.answer:
-		if ans.Decision == DecisionAllowOnce || ans.Decision == DecisionAllowSession {
-			v, outcome = permission.Verdict{Outcome: tool.AllowedOnce, Reason: "allowed by the user",
-				ForSession: ans.Decision == DecisionAllowSession}, OutcomeAllowedOnce
-		} else {
-			v = permission.Verdict{Outcome: tool.Rejected, Reason: "denied by the user", Feedback: ans.Feedback}
-			if ans.Feedback != "" {
-				v.Reason = "denied by the user: " + ans.Feedback
-			}
-			outcome = OutcomeRejected
+	ans, err := awaitAnswer(ctx, h, h.approvals, p.ID, p.answer)
+	switch {
+	case err != nil:
+		v, outcome = permission.Verdict{Outcome: tool.Cancelled, Reason: "the turn was cancelled"}, OutcomeCancelled
+	case ans.Decision == DecisionAllowOnce || ans.Decision == DecisionAllowSession:
+		v, outcome = permission.Verdict{Outcome: tool.AllowedOnce, Reason: "allowed by the user",
+			ForSession: ans.Decision == DecisionAllowSession}, OutcomeAllowedOnce
+	default:
+		v = permission.Verdict{Outcome: tool.Rejected, Reason: "denied by the user", Feedback: ans.Feedback}
+		if ans.Feedback != "" {
+			v.Reason = "denied by the user: " + ans.Feedback
 		}
-	case <-ctx.Done():
-		h.mu.Lock()
-		delete(h.approvals, p.ID)
-		h.mu.Unlock()
-		v, err, outcome = permission.Verdict{Outcome: tool.Cancelled, Reason: "the turn was cancelled"}, context.Cause(ctx), OutcomeCancelled
+		outcome = OutcomeRejected
 	}
-	h.Publish(FeedEvent{Type: FeedApprovalResolved, SessionID: a.id, ApprovalID: p.ID, Outcome: outcome})
-	if e != nil {
-		h.statusChanged(e)
-	}
+	h.announce(e, FeedEvent{Type: FeedApprovalResolved, SessionID: a.id, ApprovalID: p.ID, Outcome: outcome})
 	return v, err
 }
 
 // Approvals returns the pending approvals of session sessionID ("" for
 // every session's), oldest first.
 func (h *Host) Approvals(sessionID string) []Approval {
-	h.mu.Lock()
-	var out []Approval
-	for _, p := range h.approvals {
-		if sessionID == "" || p.SessionID == sessionID {
-			out = append(out, p.Approval)
-		}
-	}
-	h.mu.Unlock()
-	slices.SortFunc(out, func(a, b Approval) int {
-		if a.AskedAt != b.AskedAt {
-			return int(a.AskedAt - b.AskedAt)
-		}
-		return compareStrings(a.ID, b.ID)
+	return listPending(h, h.approvals, sessionID, func(p *pending) (Approval, pendingKey) {
+		return p.Approval, pendingKey{p.SessionID, p.AskedAt, p.ID}
 	})
-	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Answer answers pending approval approvalID of session sessionID. The
@@ -164,48 +130,14 @@ func (h *Host) Answer(ctx context.Context, sessionID, approvalID string, a Answe
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return ErrHostClosed
-	}
-	p := h.approvals[approvalID]
-	if p != nil && p.SessionID == full {
-		delete(h.approvals, approvalID)
-		p.answer <- a
-		h.mu.Unlock()
-		return nil
-	}
-	h.mu.Unlock()
-	asked, err := h.wasAsked(ctx, full, approvalID)
-	if err != nil {
-		return err
-	}
-	if asked {
-		return errorf(CodeApprovalNotPending, "approval %s of session %s is not pending: it was already answered or cancelled", approvalID, full)
-	}
-	return errorf(CodeApprovalNotFound, "session %s has no approval %s", full, approvalID)
+	return answerPending(ctx, h, h.approvals, approvalKind, full, approvalID,
+		func(p *pending) string { return p.SessionID },
+		func(p *pending) error { p.answer <- a; return nil },
+		func(ev session.Event) bool {
+			var p permission.ApprovalAsked
+			return ev.Decode(&p) == nil && p.ID == approvalID
+		})
 }
 
-// wasAsked reports whether session id logged approval approvalID.
-func (h *Host) wasAsked(ctx context.Context, id, approvalID string) (bool, error) {
-	var events []session.Event
-	if e, _ := h.lookup(id); e != nil {
-		events = e.sess.Log.Events()
-	} else {
-		var err error
-		if events, err = h.app.Store.ReadFrom(ctx, id, 0); err != nil {
-			return false, classify(err)
-		}
-	}
-	for _, ev := range events {
-		if ev.Type != session.TypeApprovalAsked {
-			continue
-		}
-		var p permission.ApprovalAsked
-		if ev.Decode(&p) == nil && p.ID == approvalID {
-			return true, nil
-		}
-	}
-	return false, nil
-}
+// approvalKind names the approval queue in answerPending's errors.
+var approvalKind = askKind{noun: "approval", notPending: CodeApprovalNotPending, notFound: CodeApprovalNotFound, eventType: session.TypeApprovalAsked}

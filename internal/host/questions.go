@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/tools/question"
@@ -71,48 +70,22 @@ func (a *answerer) Ask(ctx context.Context, r question.Request) (question.Answer
 	e := h.live[a.id]
 	h.mu.Unlock()
 	q := p.Question
-	h.Publish(FeedEvent{Type: FeedQuestion, SessionID: a.id, Question: &q})
-	if e != nil {
-		h.statusChanged(e)
+	h.announce(e, FeedEvent{Type: FeedQuestion, SessionID: a.id, Question: &q})
+	ans, err := awaitAnswer(ctx, h, h.questions, p.ID, p.answer)
+	status := QuestionAnswered
+	if err != nil {
+		status = QuestionCancelled
 	}
-	var (
-		ans    question.Answer
-		err    error
-		status = QuestionAnswered
-	)
-	select {
-	case ans = <-p.answer:
-	case <-ctx.Done():
-		h.mu.Lock()
-		delete(h.questions, p.ID)
-		h.mu.Unlock()
-		err, status = context.Cause(ctx), QuestionCancelled
-	}
-	h.Publish(FeedEvent{Type: FeedQuestionResolved, SessionID: a.id, ID: p.ID, Status: Status(status)})
-	if e != nil {
-		h.statusChanged(e)
-	}
+	h.announce(e, FeedEvent{Type: FeedQuestionResolved, SessionID: a.id, ID: p.ID, Status: Status(status)})
 	return ans, err
 }
 
 // Questions returns the pending questions of session sessionID ("" for
 // every session's), oldest first.
 func (h *Host) Questions(sessionID string) []Question {
-	h.mu.Lock()
-	var out []Question
-	for _, p := range h.questions {
-		if sessionID == "" || p.SessionID == sessionID {
-			out = append(out, p.Question)
-		}
-	}
-	h.mu.Unlock()
-	slices.SortFunc(out, func(a, b Question) int {
-		if a.AskedAt != b.AskedAt {
-			return int(a.AskedAt - b.AskedAt)
-		}
-		return compareStrings(a.ID, b.ID)
+	return listPending(h, h.questions, sessionID, func(p *pendingQuestion) (Question, pendingKey) {
+		return p.Question, pendingKey{p.SessionID, p.AskedAt, p.ID}
 	})
-	return out
 }
 
 // AnswerQuestion answers pending question questionID of session
@@ -127,56 +100,24 @@ func (h *Host) AnswerQuestion(ctx context.Context, sessionID, questionID string,
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return ErrHostClosed
-	}
-	p := h.questions[questionID]
-	if p != nil && p.SessionID == full {
-		norm, err := p.req.Check(a)
-		if err != nil {
-			h.mu.Unlock()
-			return &Error{Code: CodeQuestionInvalidAnswer, Message: err.Error(), Err: err}
-		}
-		delete(h.questions, questionID)
-		p.answer <- norm
-		h.mu.Unlock()
-		return nil
-	}
-	h.mu.Unlock()
-	asked, err := h.wasQuestioned(ctx, full, questionID)
-	if err != nil {
-		return err
-	}
-	if asked {
-		return errorf(CodeQuestionNotPending, "question %s of session %s is not pending: it was already answered or cancelled", questionID, full)
-	}
-	return errorf(CodeQuestionNotFound, "session %s has no question %s", full, questionID)
+	return answerPending(ctx, h, h.questions, questionKind, full, questionID,
+		func(p *pendingQuestion) string { return p.SessionID },
+		func(p *pendingQuestion) error {
+			norm, err := p.req.Check(a)
+			if err != nil {
+				return &Error{Code: CodeQuestionInvalidAnswer, Message: err.Error(), Err: err}
+			}
+			p.answer <- norm
+			return nil
+		},
+		func(ev session.Event) bool {
+			var p question.Asked
+			return ev.Decode(&p) == nil && p.QuestionID == questionID
+		})
 }
 
-// wasQuestioned reports whether session id logged question questionID.
-func (h *Host) wasQuestioned(ctx context.Context, id, questionID string) (bool, error) {
-	var events []session.Event
-	if e, _ := h.lookup(id); e != nil {
-		events = e.sess.Log.EventsView()
-	} else {
-		var err error
-		if events, err = h.app.Store.ReadFrom(ctx, id, 0); err != nil {
-			return false, classify(err)
-		}
-	}
-	for _, ev := range events {
-		if ev.Type != session.TypeQuestionAsk {
-			continue
-		}
-		var p question.Asked
-		if ev.Decode(&p) == nil && p.QuestionID == questionID {
-			return true, nil
-		}
-	}
-	return false, nil
-}
+// questionKind names the question queue in answerPending's errors.
+var questionKind = askKind{noun: "question", notPending: CodeQuestionNotPending, notFound: CodeQuestionNotFound, eventType: session.TypeQuestionAsk}
 
 // SetPlanMode turns plan mode of session id on or off (source "user"). A
 // stored session is resumed on demand. The change is logged (plan/mode)

@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dsh-dev/dsh/internal/ring"
 )
 
 // DefaultOutputLimit is the default size of a job's output ring.
@@ -161,7 +163,7 @@ type Registry struct {
 type entry struct {
 	job    Job
 	seq    int
-	out    *ring
+	out    *ring.Buffer
 	cancel context.CancelCauseFunc
 	// done is closed when the job ended.
 	done chan struct{}
@@ -224,7 +226,7 @@ func (r *Registry) Start(ctx context.Context, spec Spec) (Job, error) {
 			Started:     time.Now(),
 		},
 		seq:     r.seq,
-		out:     newRing(r.limit),
+		out:     ring.New(r.limit),
 		cancel:  cancel,
 		done:    make(chan struct{}),
 		changed: make(chan struct{}),
@@ -304,7 +306,7 @@ func (w *writer) Write(p []byte) (int, error) {
 	// Late writes from a producer that broke its contract are dropped:
 	// an ended job's output is final.
 	if !w.e.job.Status.Terminal() && len(p) > 0 {
-		w.e.out.write(p)
+		w.e.out.Write(p)
 		w.e.wake()
 	}
 	return len(p), nil
@@ -323,7 +325,7 @@ func (r *Registry) snapshot(e *entry) Job {
 		c := *j.ExitCode
 		j.ExitCode = &c
 	}
-	j.OutputBytes, j.DroppedBytes = e.out.total, e.out.first()
+	j.OutputBytes, j.DroppedBytes = e.out.Total(), e.out.First()
 	return j
 }
 
@@ -384,7 +386,8 @@ func (r *Registry) Output(id string, since int64) (chunk []byte, next, dropped i
 	if !ok {
 		return nil, 0, 0, ErrNotFound
 	}
-	chunk, next, dropped = e.out.read(since)
+	chunk, _, dropped = e.out.Read(since, 0)
+	next = e.out.Total()
 	return chunk, next, dropped, nil
 }
 
@@ -401,7 +404,8 @@ func (r *Registry) Read(id string, since int64) (chunk []byte, next, dropped int
 	if since < 0 {
 		since = e.cursor
 	}
-	chunk, next, dropped = e.out.read(since)
+	chunk, _, dropped = e.out.Read(since, 0)
+	next = e.out.Total()
 	e.cursor = next
 	return chunk, next, dropped, nil
 }
@@ -414,7 +418,7 @@ func (r *Registry) Tail(id string, n int) ([]byte, error) {
 	if !ok {
 		return nil, ErrNotFound
 	}
-	chunk, _, _ := e.out.read(e.out.total - int64(n))
+	chunk, _, _ := e.out.Read(e.out.Total()-int64(n), 0)
 	return chunk, nil
 }
 

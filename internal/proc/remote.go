@@ -39,14 +39,7 @@ func RunRemote(ctx context.Context, spec Spec, start func(stdin, output *os.File
 	if err := ctx.Err(); err != nil {
 		return Outcome{}, fmt.Errorf("proc: not started: %w", err)
 	}
-	limit := spec.OutputLimit
-	if limit <= 0 {
-		limit = DefaultOutputLimit
-	}
-	grace := spec.KillGrace
-	if grace <= 0 {
-		grace = DefaultKillGrace
-	}
+	limit, grace := spec.limits()
 	stdin, ok := spec.Stdin.(*os.File)
 	if !ok || stdin == nil {
 		if spec.Stdin != nil {
@@ -70,64 +63,12 @@ func RunRemote(ctx context.Context, spec Spec, start func(stdin, output *os.File
 		pr.Close()
 		return Outcome{}, err
 	}
-	buf := newHeadTail(limit)
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		b := make([]byte, 32<<10)
-		for {
-			n, err := pr.Read(b)
-			buf.Write(b[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
-
-	var cause error
-	var signals []string
-	select {
-	case <-r.Done():
-	case <-ctx.Done():
-		select {
-		case <-r.Done():
-		default:
-			cause = ctx.Err()
-			r.Signal(syscall.SIGTERM)
-			signals = append(signals, "SIGTERM")
-			t := time.NewTimer(grace)
-			select {
-			case <-r.Done():
-			case <-t.C:
-				r.Signal(syscall.SIGKILL)
-				signals = append(signals, "SIGKILL")
-				<-r.Done()
-			}
-			t.Stop()
-		}
-	}
+	c := startCapture(pr, limit)
+	signals, cause := awaitOrStop(ctx, r.Done(), r.Signal, grace)
 	duration := time.Since(begin)
 	exit, rerr := r.Result()
 	// The group is gone (or the process that ran it is), so EOF comes at
 	// once unless a process that left it holds the pipe.
-	_ = pr.SetReadDeadline(time.Now().Add(drainDelay))
-	<-readDone
-	pr.Close()
-
-	total, elided := buf.counts()
-	out := Outcome{
-		Output:     buf.Bytes(),
-		Elided:     elided,
-		TotalBytes: total,
-		Duration:   duration,
-		TimedOut:   errors.Is(cause, context.DeadlineExceeded),
-		Cancelled:  cause != nil && !errors.Is(cause, context.DeadlineExceeded),
-		Teardown:   TeardownResult{Confirmed: rerr == nil, Signals: signals},
-		ExitCode:   exit.Code,
-		Signaled:   exit.Signaled,
-	}
-	if rerr != nil {
-		out.ExitCode = -1
-	}
-	return out, rerr
+	c.drain()
+	return c.outcome(cause, duration, TeardownResult{Confirmed: rerr == nil, Signals: signals}, exit, rerr != nil), rerr
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 )
 
@@ -52,14 +51,7 @@ func Run(ctx context.Context, spec Spec) (Outcome, error) {
 	if spec.ControlChannel {
 		return Outcome{}, errors.New("proc: Spec.ControlChannel is for Start; Run has no channel to hand back")
 	}
-	limit := spec.OutputLimit
-	if limit <= 0 {
-		limit = DefaultOutputLimit
-	}
-	grace := spec.KillGrace
-	if grace <= 0 {
-		grace = DefaultKillGrace
-	}
+	limit, grace := spec.limits()
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return Outcome{}, fmt.Errorf("proc: %w", err)
@@ -73,42 +65,8 @@ func Run(ctx context.Context, spec Spec) (Outcome, error) {
 		return Outcome{}, err
 	}
 
-	buf := newHeadTail(limit)
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		b := make([]byte, 32<<10)
-		for {
-			n, err := pr.Read(b)
-			buf.Write(b[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
-
-	var cause error // ctx.Err() when the group was signalled for it
-	var signals []string
-	select {
-	case <-g.exited:
-	case <-ctx.Done():
-		select {
-		case <-g.exited: // exited on its own: not killed for ctx
-		default:
-			cause = ctx.Err()
-			g.signal(syscall.SIGTERM)
-			signals = append(signals, "SIGTERM")
-			t := time.NewTimer(grace)
-			select {
-			case <-g.exited:
-			case <-t.C:
-				g.signal(syscall.SIGKILL)
-				signals = append(signals, "SIGKILL")
-				<-g.exited
-			}
-			t.Stop()
-		}
-	}
+	c := startCapture(pr, limit)
+	signals, cause := awaitOrStop(ctx, g.exited, g.signal, grace)
 	// Kill what the leader left behind at once: nobody is left to clean
 	// it up, and on the cancel path this cuts the grace short for members
 	// that ignored SIGTERM.
@@ -117,26 +75,8 @@ func Run(ctx context.Context, spec Spec) (Outcome, error) {
 	g.release(res.Confirmed)
 	// Group members are dead and their pipe ends closed, so EOF comes
 	// almost at once; the deadline only matters for escaped processes.
-	_ = pr.SetReadDeadline(time.Now().Add(drainDelay))
-	<-readDone
-	pr.Close()
-
-	total, elided := buf.counts()
-	out := Outcome{
-		Output:     buf.Bytes(),
-		Elided:     elided,
-		TotalBytes: total,
-		Duration:   g.duration,
-		TimedOut:   errors.Is(cause, context.DeadlineExceeded),
-		Cancelled:  cause != nil && !errors.Is(cause, context.DeadlineExceeded),
-		Teardown:   res,
-		ExitCode:   g.exit.Code,
-		Signaled:   g.exit.Signaled,
-	}
-	if g.exitErr != nil {
-		// Not reachable in practice: waitid on our own child does not
-		// fail. Report it as a failure rather than success.
-		out.ExitCode = -1
-	}
-	return out, nil
+	c.drain()
+	// g.exitErr is not reachable in practice: waitid on our own child
+	// does not fail. Reported as a failure rather than success.
+	return c.outcome(cause, g.duration, res, g.exit, g.exitErr != nil), nil
 }

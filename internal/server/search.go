@@ -10,22 +10,12 @@ import (
 	"github.com/dsh-dev/dsh/internal/store"
 )
 
-// searchResult is one session of GET /api/sessions/search.
+// searchResult is one session of GET /api/sessions/search: Snippet is
+// the text around the match; Parts is the same text cut at the matched
+// words.
 type searchResult struct {
-	ID        string `json:"id"`
-	Title     string `json:"title"`
-	Cwd       string `json:"cwd"`
-	Parent    string `json:"parentSession,omitempty"`
-	Status    string `json:"status"`
-	UpdatedAt int64  `json:"updatedAt"`
-	// Seq, Type and Time are the session's most recent matching event.
-	Seq  int64  `json:"seq"`
-	Type string `json:"type"`
-	Time int64  `json:"time"`
-	// Snippet is the text around the match (at most 240 code points);
-	// Parts is the same text cut at the matched words.
-	Snippet string        `json:"snippet"`
-	Parts   []snippetPart `json:"parts"`
+	sessionquery.SessionMatch
+	Parts []snippetPart `json:"parts"`
 }
 
 // snippetPart is a run of a snippet, matched or not.
@@ -82,15 +72,12 @@ func (s *Server) searchSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]searchResult, 0, len(hits))
 	for _, h := range hits {
-		e := h.Entry
 		parts := splitSnippet(h.Hit.Snippet)
 		var plain strings.Builder
 		for _, p := range parts {
 			plain.WriteString(p.Text)
 		}
-		out = append(out, searchResult{ID: e.Header.ID, Title: e.Title, Cwd: e.Header.Cwd, Parent: e.Header.ParentSession,
-			Status: e.Status, UpdatedAt: e.UpdatedAt, Seq: h.Hit.Seq, Type: h.Hit.Type, Time: h.Hit.Time,
-			Snippet: plain.String(), Parts: parts})
+		out = append(out, searchResult{SessionMatch: sessionquery.MatchOf(h, plain.String()), Parts: parts})
 	}
 	resp := map[string]any{"query": text, "results": out}
 	if n := svc.Pending(r.Context()); n > 0 {

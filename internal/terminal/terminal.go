@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/proc"
+	"github.com/dsh-dev/dsh/internal/ring"
 )
 
 // Defaults for zero Options fields.
@@ -154,7 +155,7 @@ type Terminal struct {
 	done chan struct{}
 
 	mu      sync.Mutex
-	out     *ring         // guarded by mu
+	out     *ring.Buffer  // guarded by mu
 	changed chan struct{} // guarded by mu; closed and replaced on output and at the end
 	exited  bool          // guarded by mu
 	exit    int           // guarded by mu
@@ -212,7 +213,7 @@ func (m *Manager) Open(ctx context.Context, spec Spec) (*Terminal, error) {
 	}
 	t := &Terminal{
 		id: id, spec: spec, pid: p.Pid(), master: master, p: p, started: time.Now(),
-		done: make(chan struct{}), out: newRing(scrollback), changed: make(chan struct{}),
+		done: make(chan struct{}), out: ring.New(scrollback), changed: make(chan struct{}),
 	}
 	go t.pump()
 	m.mu.Lock()
@@ -236,7 +237,7 @@ func (t *Terminal) pump() {
 		n, err := t.master.Read(buf)
 		if n > 0 {
 			t.mu.Lock()
-			t.out.write(buf[:n])
+			t.out.Write(buf[:n])
 			t.wakeLocked()
 			t.mu.Unlock()
 		}
@@ -283,7 +284,7 @@ func (t *Terminal) Info() Info {
 		ID: t.id, Owner: t.spec.Owner, Name: t.spec.Name, Type: t.spec.Type, Command: t.spec.Command,
 		Dir: t.spec.Dir, Sandbox: t.spec.Sandbox, Pid: t.pid, Started: t.started,
 		Running: !t.exited && !t.closed, Closed: t.closed,
-		OutputBytes: t.out.total, DroppedBytes: t.out.first(),
+		OutputBytes: t.out.Total(), DroppedBytes: t.out.First(),
 	}
 	if t.exited {
 		c := t.exit
@@ -349,14 +350,14 @@ func (t *Terminal) Read(offset int64, count int) Page {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if offset < 0 {
-		offset = max(0, t.out.total+offset)
+		offset = max(0, t.out.Total()+offset)
 	}
-	data, start, dropped := t.out.read(offset, count)
+	data, start, dropped := t.out.Read(offset, count)
 	if !t.exited {
 		data = data[:complete(data)]
 	}
 	next := start + int64(len(data))
-	return Page{Data: data, Start: start, Next: next, Dropped: dropped, Total: t.out.total, More: next < t.out.total}
+	return Page{Data: data, Start: start, Next: next, Dropped: dropped, Total: t.out.Total(), More: next < t.out.Total()}
 }
 
 // Wait blocks until the output has grown past offset, the command has
@@ -365,7 +366,7 @@ func (t *Terminal) Read(offset int64, count int) Page {
 func (t *Terminal) Wait(ctx context.Context, offset int64) (total int64, running bool, err error) {
 	for {
 		t.mu.Lock()
-		total, running = t.out.total, !t.exited && !t.closed
+		total, running = t.out.Total(), !t.exited && !t.closed
 		ch := t.changed
 		t.mu.Unlock()
 		if total > offset || !running {
@@ -402,7 +403,7 @@ func (t *Terminal) Signal(sig syscall.Signal) error {
 func (t *Terminal) Changed() (ch <-chan struct{}, total int64, running bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.changed, t.out.total, !t.exited && !t.closed
+	return t.changed, t.out.Total(), !t.exited && !t.closed
 }
 
 // Text is raw output made readable (Clean) with secrets redacted.
