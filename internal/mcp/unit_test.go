@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,7 +110,7 @@ type inproc struct {
 	attempts atomic.Int32
 
 	mu       sync.Mutex
-	sessions []*sdk.ServerSession
+	sessions []served
 }
 
 type echoIn struct {
@@ -137,25 +138,39 @@ func (p *inproc) transport(ServerConfig) (sdk.Transport, error) {
 	if p.refuse.Load() {
 		return nil, errors.New("connection refused")
 	}
-	ct, st := sdk.NewInMemoryTransports()
-	ss, err := p.srv.Connect(context.Background(), st, nil)
+	// A pipe of our own rather than sdk.NewInMemoryTransports: drop must
+	// be able to cut the server's end of it.
+	cc, sc := net.Pipe()
+	ss, err := p.srv.Connect(context.Background(), &sdk.IOTransport{Reader: sc, Writer: sc}, nil)
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	p.sessions = append(p.sessions, ss)
+	p.sessions = append(p.sessions, served{ss, sc})
 	p.mu.Unlock()
-	return ct, nil
+	return &sdk.IOTransport{Reader: cc, Writer: cc}, nil
 }
 
-// drop ends every connection from the server's side (a crash).
+// served is one connection the server accepted: its session and the
+// server's end of the pipe.
+type served struct {
+	session *sdk.ServerSession
+	conn    net.Conn
+}
+
+// drop ends every connection from the server's side, as a crash does: it
+// cuts the pipe, which fails the session's reads and cancels its in-flight
+// handlers, then waits for the session to end. (ServerSession.Close would
+// wait for in-flight handlers first, and the client's long-lived
+// subscriptions/listen call only ends when its connection does.)
 func (p *inproc) drop() {
 	p.mu.Lock()
 	ss := p.sessions
 	p.sessions = nil
 	p.mu.Unlock()
 	for _, s := range ss {
-		_ = s.Close()
+		_ = s.conn.Close()
+		_ = s.session.Wait()
 	}
 }
 
