@@ -454,10 +454,10 @@ func (t *translator) diff(c *callState) obj {
 	return nil
 }
 
-// plan renders the todo list as an ACP plan. ACP requires a priority on
-// every entry; dsh's todo_write has none (it drops one a model sends), so
-// each entry carries the neutral "medium" rather than an invented rank.
-// A status ACP does not know becomes "pending".
+// plan renders the todo list as an ACP plan. Each entry carries the
+// priority the model gave it; ACP requires one on every entry, and an
+// item given none is "medium", the middle of the same three ranks. A
+// status ACP does not know becomes "pending".
 func plan(todos []projection.Todo) obj {
 	entries := make([]obj, 0, len(todos))
 	for _, td := range todos {
@@ -467,7 +467,11 @@ func plan(todos []projection.Todo) obj {
 		default:
 			status = "pending"
 		}
-		entries = append(entries, obj{"content": td.Content, "priority": "medium", "status": status})
+		priority := td.Priority
+		if priority == "" {
+			priority = projection.TodoMedium
+		}
+		entries = append(entries, obj{"content": td.Content, "priority": priority, "status": status})
 	}
 	return obj{"sessionUpdate": "plan", "entries": entries}
 }

@@ -44,7 +44,7 @@ func TestTranslateToolLifecycle(t *testing.T) {
 		ev(t, session.TypeApprovalAsked, permission.ApprovalAsked{ID: "ap1", CallID: "b1", ToolName: "bash"}),
 		ev(t, session.TypeApprovalDecided, permission.ApprovalDecided{ID: "ap1", Outcome: tool.AllowedOnce}),
 		ev(t, session.TypeToolResult, session.ToolResult{CallID: "e1", Name: "edit", Content: []llm.Block{llm.TextBlock("ok")}}),
-		ev(t, session.TypeTodoWrite, projection.TodoWrite{Todos: []projection.Todo{{Content: "a", Status: "in_progress"}, {Content: "b", Status: "weird"}}}),
+		ev(t, session.TypeTodoWrite, projection.TodoWrite{Todos: []projection.Todo{{Content: "a", Status: "in_progress"}, {Content: "b", Status: "weird", Priority: "high"}}}),
 		ev(t, session.TypeTitle, session.Title{Title: "Fix a.go"}),
 		// The turn is cancelled before bash's result: it still gets a
 		// final update, exactly once.
@@ -71,7 +71,7 @@ func TestTranslateToolLifecycle(t *testing.T) {
 	}
 	if es := all[7]["entries"].([]obj); len(es) != 2 ||
 		es[0]["content"] != "a" || es[0]["status"] != "in_progress" || es[0]["priority"] != "medium" ||
-		es[1]["content"] != "b" || es[1]["status"] != "pending" {
+		es[1]["content"] != "b" || es[1]["status"] != "pending" || es[1]["priority"] != "high" {
 		t.Errorf("plan %v", all[7])
 	}
 	if u := all[1]; u["used"] != int64(160) || u["size"] != int64(1000) {

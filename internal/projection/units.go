@@ -33,6 +33,13 @@ const (
 	TodoCompleted  = "completed"
 )
 
+// Todo priorities (optional; ACP's plan entries use the same three).
+const (
+	TodoHigh   = "high"
+	TodoMedium = "medium"
+	TodoLow    = "low"
+)
+
 // Todo is one item of the session's todo list.
 type Todo struct {
 	Content string `json:"content"`
@@ -40,6 +47,8 @@ type Todo struct {
 	// ActiveForm is the present-continuous phrasing shown while the item
 	// is in progress ("Running tests").
 	ActiveForm string `json:"activeForm,omitempty"`
+	// Priority is high, medium or low when the model gave one.
+	Priority string `json:"priority,omitempty"`
 }
 
 // TodoWrite is the payload of todo/write: the whole list, replacing the

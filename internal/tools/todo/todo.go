@@ -66,7 +66,8 @@ var parameters = json.RawMessage(`{"type":"object",` +
 	`"items":{"type":"object","properties":{` +
 	`"content":{"type":"string","minLength":1,"description":"The task, in the imperative (\"Run the tests\")."},` +
 	`"status":{"type":"string","enum":["pending","in_progress","completed"]},` +
-	`"activeForm":{"type":"string","description":"The task in the present continuous (\"Running the tests\"), shown while it is in progress."}` +
+	`"activeForm":{"type":"string","description":"The task in the present continuous (\"Running the tests\"), shown while it is in progress."},` +
+	`"priority":{"type":"string","enum":["high","medium","low"]}` +
 	`},"required":["content","status"],"additionalProperties":false}}},` +
 	`"required":["todos"],"additionalProperties":false}`)
 
@@ -75,9 +76,9 @@ func invalid(format string, v ...any) error {
 }
 
 // parseArgs validates by hand so that every error names the item and the
-// field, and the model can fix its call. Unknown item fields (an "id" or
-// "priority" some models habitually send) are ignored rather than
-// rejected: they carry nothing the list needs.
+// field, and the model can fix its call. Unknown item fields (an "id"
+// some models habitually send) are ignored rather than rejected: they
+// carry nothing the list needs.
 func parseArgs(raw json.RawMessage) ([]projection.Todo, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
@@ -128,6 +129,14 @@ func parseArgs(raw json.RawMessage) ([]projection.Todo, error) {
 		}
 		if t.ActiveForm, err = str("activeForm"); err != nil {
 			return nil, err
+		}
+		if t.Priority, err = str("priority"); err != nil {
+			return nil, err
+		}
+		switch t.Priority {
+		case "", projection.TodoHigh, projection.TodoMedium, projection.TodoLow:
+		default:
+			return nil, invalid("todos[%d].priority is %q; use high, medium or low", i, t.Priority)
 		}
 		todos = append(todos, t)
 	}

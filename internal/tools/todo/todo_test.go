@@ -92,7 +92,7 @@ func TestTodoWrite(t *testing.T) {
 			wantTodos: []projection.Todo{
 				{Content: "Write tests", Status: "completed"},
 				{Content: "Implement parser", Status: "in_progress", ActiveForm: "Implementing parser"},
-				{Content: "Update docs", Status: "pending"},
+				{Content: "Update docs", Status: "pending", Priority: "low"},
 			},
 		},
 		{name: "clear", args: `{"todos":[]}`, wantText: []string{"Todo list cleared."}, wantTodos: []projection.Todo{}},
@@ -114,6 +114,7 @@ func TestTodoWrite(t *testing.T) {
 		{name: "not an array", args: `{"todos":"a"}`, wantCode: tool.CodeInvalidArgs, wantText: []string{"array of objects"}},
 		{name: "item not object", args: `{"todos":[null]}`, wantCode: tool.CodeInvalidArgs, wantText: []string{"todos[0] must be an object"}},
 		{name: "bad status", args: `{"todos":[{"content":"a","status":"done"}]}`, wantCode: tool.CodeInvalidArgs, wantText: []string{`todos[0].status is "done"`}},
+		{name: "bad priority", args: `{"todos":[{"content":"a","status":"pending","priority":"urgent"}]}`, wantCode: tool.CodeInvalidArgs, wantText: []string{`todos[0].priority is "urgent"; use high, medium or low`}},
 		{name: "missing status", args: `{"todos":[{"content":"a"}]}`, wantCode: tool.CodeInvalidArgs},
 		{name: "empty content", args: `{"todos":[{"content":"a","status":"pending"},{"content":"  ","status":"pending"}]}`, wantCode: tool.CodeInvalidArgs, wantText: []string{"todos[1].content"}},
 		{name: "content not string", args: `{"todos":[{"content":3,"status":"pending"}]}`, wantCode: tool.CodeInvalidArgs, wantText: []string{"todos[0].content must be a string"}},
