@@ -207,6 +207,31 @@ func openPool(path string, readOnly bool) (*sql.DB, error) {
 	return db, nil
 }
 
+// migration takes the schema one version up: its DDL, then any data
+// step in the same transaction.
+type migration struct {
+	sql  string
+	then func(context.Context, *sql.Tx) error
+}
+
+// migrations[i] takes the schema from version i to i+1; its length is
+// schemaVersion.
+var migrations = []migration{
+	{sql: schemaV1},
+	{sql: schemaV2},
+	{sql: schemaV3, then: func(ctx context.Context, tx *sql.Tx) error {
+		if err := backfillSummaries(ctx, tx); err != nil {
+			return fmt.Errorf("backfill titles: %w", err)
+		}
+		return nil
+	}},
+	{sql: schemaV4},
+	{sql: schemaV5},
+	{sql: schemaV6},
+	{sql: schemaV7},
+	{sql: schemaV8, then: markBackfill},
+}
+
 // init migrates the schema when it is not current. A current schema
 // (every open but the first of a new build) costs one read of the
 // version, without taking the write lock.
@@ -231,50 +256,15 @@ func (s *Store) init(ctx context.Context) error {
 		case v > schemaVersion:
 			return fmt.Errorf("schema version %d is newer than this build supports (%d)", v, schemaVersion)
 		}
-		if v < 1 {
-			if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
-				return fmt.Errorf("create schema: %w", err)
+		for i, m := range migrations[v:] {
+			to := v + i + 1
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("migrate schema to version %d: %w", to, err)
 			}
-		}
-		if v < 2 {
-			if _, err := tx.ExecContext(ctx, schemaV2); err != nil {
-				return fmt.Errorf("migrate schema to version 2: %w", err)
-			}
-		}
-		if v < 3 {
-			if _, err := tx.ExecContext(ctx, schemaV3); err != nil {
-				return fmt.Errorf("migrate schema to version 3: %w", err)
-			}
-			if err := backfillSummaries(ctx, tx); err != nil {
-				return fmt.Errorf("migrate schema to version 3: backfill titles: %w", err)
-			}
-		}
-		if v < 4 {
-			if _, err := tx.ExecContext(ctx, schemaV4); err != nil {
-				return fmt.Errorf("migrate schema to version 4: %w", err)
-			}
-		}
-		if v < 5 {
-			if _, err := tx.ExecContext(ctx, schemaV5); err != nil {
-				return fmt.Errorf("migrate schema to version 5: %w", err)
-			}
-		}
-		if v < 6 {
-			if _, err := tx.ExecContext(ctx, schemaV6); err != nil {
-				return fmt.Errorf("migrate schema to version 6: %w", err)
-			}
-		}
-		if v < 7 {
-			if _, err := tx.ExecContext(ctx, schemaV7); err != nil {
-				return fmt.Errorf("migrate schema to version 7: %w", err)
-			}
-		}
-		if v < 8 {
-			if _, err := tx.ExecContext(ctx, schemaV8); err != nil {
-				return fmt.Errorf("migrate schema to version 8: %w", err)
-			}
-			if err := markBackfill(ctx, tx); err != nil {
-				return fmt.Errorf("migrate schema to version 8: %w", err)
+			if m.then != nil {
+				if err := m.then(ctx, tx); err != nil {
+					return fmt.Errorf("migrate schema to version %d: %w", to, err)
+				}
 			}
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))

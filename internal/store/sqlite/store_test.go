@@ -348,3 +348,16 @@ func TestConnectionsUseSmallPageCache(t *testing.T) {
 		}
 	}
 }
+
+// TestOneMigrationPerVersion: the migration table takes a new file to
+// exactly schemaVersion, one step per version.
+func TestOneMigrationPerVersion(t *testing.T) {
+	if len(migrations) != schemaVersion {
+		t.Fatalf("%d migrations for schema version %d", len(migrations), schemaVersion)
+	}
+	for i, m := range migrations {
+		if m.sql == "" {
+			t.Errorf("migration to version %d has no SQL", i+1)
+		}
+	}
+}
