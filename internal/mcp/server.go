@@ -217,8 +217,11 @@ func (s *Server) run(ctx context.Context, ready chan<- error) {
 		for {
 			outage++
 			if outage > b.Attempts {
-				s.setState(StateFailed, fmt.Errorf("gave up after %d reconnection attempts; last: %w", b.Attempts, s.lastError()))
-				s.warn("mcp server %s: %v; its tools are unavailable", s.cfg.Name, s.lastError())
+				// Warn before publishing the state: whoever watches for
+				// "failed" may read the warnings at once.
+				gaveUp := fmt.Errorf("gave up after %d reconnection attempts; last: %w", b.Attempts, s.lastError())
+				s.warn("mcp server %s: %v; its tools are unavailable", s.cfg.Name, gaveUp)
+				s.setState(StateFailed, gaveUp)
 				return
 			}
 			if !sleep(ctx, b.Delay(outage)) {
