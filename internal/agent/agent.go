@@ -143,7 +143,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log, wake: make(chan struct{}, 1)}
 	a.inbox.log = cfg.Log
-	events := cfg.Log.EventsView()
+	events := cfg.Log.Envelopes()
 	if len(events) > 0 {
 		a.resumed = true
 		a.inbox.restore(events)

@@ -644,6 +644,9 @@ func (a *App) openLog(ctx context.Context, o SessionOptions) (*session.Log, func
 	if err != nil {
 		return nil, nil, errors.Join(err, p.release(context.WithoutCancel(ctx)))
 	}
+	// A long run releases durable payloads and reads them back from the
+	// store (see session.Releasable); a subagent child's log does not.
+	log.SetSource(a.Store)
 	return log, p.wait, nil
 }
 
@@ -667,6 +670,7 @@ func (a *App) resumeLog(ctx context.Context, o SessionOptions, lease store.Lease
 	if err != nil {
 		return nil, err
 	}
+	log.SetSource(a.Store)
 	// session/end-seed is the first live write of a resumed session,
 	// before anything the wiring appends.
 	if len(events) > 0 && events[len(events)-1].Type != session.TypeEndSeed {

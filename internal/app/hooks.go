@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -452,7 +453,7 @@ type transcript struct {
 func (t *transcript) sync() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	evs := t.log.EventsView()
+	evs := t.log.Envelopes()
 	if t.written >= len(evs) && t.written > 0 {
 		return t.path
 	}
@@ -468,19 +469,32 @@ func (t *transcript) sync() string {
 		return t.path
 	}
 	defer f.Close()
+	// Payloads released from memory are read back a page at a time.
 	var b strings.Builder
-	for _, ev := range evs[t.written:] {
+	n := int64(t.written)
+	if err := t.log.Scan(context.Background(), n, func(ev session.Event) error {
+		if ev.Seq >= int64(len(evs)) {
+			return errStopScan
+		}
 		line, err := json.Marshal(ev)
 		if err != nil {
-			return t.path
+			return err
 		}
 		b.Write(line)
 		b.WriteByte('\n')
+		n++
+		return nil
+	}); err != nil && !errors.Is(err, errStopScan) {
+		fmt.Fprintf(os.Stderr, "dsh: hooks transcript: %v\n", err)
+		return t.path
 	}
 	if _, err := f.WriteString(b.String()); err != nil {
 		fmt.Fprintf(os.Stderr, "dsh: hooks transcript: %v\n", err)
 		return t.path
 	}
-	t.written = len(evs)
+	t.written = int(n)
 	return t.path
 }
+
+// errStopScan ends a Scan early.
+var errStopScan = errors.New("stop")

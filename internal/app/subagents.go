@@ -297,16 +297,10 @@ type parentRoute struct {
 // routeOf reads a session's current route from its latest request/header
 // (the log is the truth), falling back to the profile's model.
 func (a *App) routeOf(log *session.Log) parentRoute {
-	events := log.Events()
-	for i := len(events) - 1; i >= 0; i-- {
-		if events[i].Type != session.TypeRequestHeader {
-			continue
-		}
-		var rh session.RequestHeader
-		if events[i].Decode(&rh) == nil {
-			c := rh.Header.Config
-			return parentRoute{provider: c.Provider, model: c.Model, effort: c.Effort}
-		}
+	var rh session.RequestHeader
+	if e, ok := log.Latest(session.TypeRequestHeader); ok && e.Decode(&rh) == nil {
+		c := rh.Header.Config
+		return parentRoute{provider: c.Provider, model: c.Model, effort: c.Effort}
 	}
 	md := a.modelDefaults()
 	prov, model, _ := strings.Cut(md.Default, "/")

@@ -63,7 +63,7 @@ func registerTitleModule(must func(compose.Module)) {
 
 func (d titleDef) apply(e *env) error {
 	h := e.log.Header()
-	if d.Model == "" || h.ParentSession != "" || named(e.log.EventsView()) {
+	if d.Model == "" || h.ParentSession != "" || named(e.log.Envelopes()) {
 		return nil
 	}
 	r, err := e.app.Catalog.Resolve(d.Model, UserAgent())

@@ -339,7 +339,7 @@ var goalWord = regexp.MustCompile(`(?i)\bgoals?\b`)
 // "goal". A person who wants a goal without asking the
 // model uses /goal, dsh run --goal or the HTTP API, which need no tool.
 func Authorized(log *session.Log) bool {
-	events := log.EventsView()
+	events := log.Envelopes()
 	for i := len(events) - 1; i >= 0; i-- {
 		switch events[i].Type {
 		case session.TypeTurnStart:

@@ -81,7 +81,7 @@ func listPending[P, T any](h *Host, queue map[string]P, sessionID string, item f
 func (h *Host) loggedAsk(ctx context.Context, id, typ string, match func(session.Event) bool) (bool, error) {
 	var events []session.Event
 	if e, _ := h.lookup(id); e != nil {
-		events = e.sess.Log.EventsView()
+		events = e.sess.Log.Envelopes()
 	} else {
 		var err error
 		if events, err = h.app.Store.ReadFrom(ctx, id, 0); err != nil {

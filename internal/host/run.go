@@ -383,7 +383,9 @@ func (h *Host) Fork(ctx context.Context, id string) (Info, error) {
 	}
 	var events []session.Event
 	if e, _ := h.lookup(full); e != nil {
-		events = e.sess.Log.Events()
+		if events, err = e.sess.Log.Read(ctx, 0, -1); err != nil {
+			return Info{}, classify(err)
+		}
 	} else if events, err = h.app.Store.ReadFrom(ctx, full, 0); err != nil {
 		return Info{}, classify(err)
 	}

@@ -34,9 +34,9 @@ func (h *Host) Events(ctx context.Context, id string, after int64, limit int) ([
 	}
 	var events []session.Event
 	if e, _ := h.lookup(full); e != nil {
-		all := e.sess.Log.Events()
-		if after+1 < int64(len(all)) {
-			events = all[after+1:]
+		// One page, payloads released from memory read back.
+		if events, err = e.sess.Log.Read(ctx, after+1, after+1+int64(limit)); err != nil {
+			return nil, after, classify(err)
 		}
 	} else if events, err = h.app.Store.ReadFrom(ctx, full, after+1); err != nil {
 		return nil, after, classify(err)

@@ -1,6 +1,7 @@
 package permission
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -100,7 +101,7 @@ func policyFor(mode sandbox.Mode, ws string, roots []string, network bool) sandb
 // runs unconfined because the sandbox failed.
 func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, error) {
 	p := b.Policy(c)
-	if g, ok := b.Grants.take(c.ID); ok && !b.planMode() && approvedOnLog(b.Log.Events(), c.ID) {
+	if g, ok := b.Grants.take(c.ID); ok && !b.planMode() && approvedOnLog(b.Log, c.ID) {
 		if g.Mode.Rank() > p.Mode.Rank() {
 			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
 			p.UnixSockets = slices.Clone(b.UnixSockets)
@@ -137,13 +138,9 @@ func (b *BashConfiner) logBackend(conf sandbox.Confined) error {
 	defer b.mu.Unlock()
 	if !b.read {
 		b.read = true
-		events := b.Log.Events()
-		for i := len(events) - 1; i >= 0; i-- {
-			var p SandboxBackend
-			if events[i].Type == session.TypeSandboxBackend && events[i].Decode(&p) == nil {
-				b.logged = &p
-				break
-			}
+		var p SandboxBackend
+		if ev, ok := b.Log.Latest(session.TypeSandboxBackend); ok && ev.Decode(&p) == nil {
+			b.logged = &p
 		}
 	}
 	cur := SandboxBackend{Backend: conf.Backend, Enforcement: conf.Enforcement, Gaps: conf.Gaps}
@@ -160,7 +157,8 @@ func (b *BashConfiner) logBackend(conf sandbox.Confined) error {
 // approvedOnLog reports whether the latest run of callID was approved:
 // an approval/decided allowed-once whose approval/asked names the call,
 // after the call's tool/call event.
-func approvedOnLog(events []session.Event, callID string) bool {
+func approvedOnLog(log *session.Log, callID string) bool {
+	events := log.Envelopes()
 	allowed := map[string]bool{}
 	for i := len(events) - 1; i >= 0; i-- {
 		switch ev := events[i]; ev.Type {
@@ -175,6 +173,14 @@ func approvedOnLog(events []session.Event, callID string) bool {
 				return true
 			}
 		case session.TypeToolCall:
+			if ev.Released() {
+				// Rare (a grant is being used): read the call back.
+				// One that cannot be read is not this call's proof.
+				var err error
+				if ev, err = log.At(context.Background(), ev.Seq); err != nil {
+					return false
+				}
+			}
 			var tc session.ToolCall
 			if ev.Decode(&tc) == nil && tc.CallID == callID {
 				return false

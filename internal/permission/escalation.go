@@ -82,7 +82,7 @@ func (e *Escalation) PreExecute(ctx context.Context, c *tool.Call, next func(con
 	if json.Unmarshal(c.Arguments, &a) != nil || a.SandboxPermissions == "" {
 		return next(ctx) // the tool reports malformed arguments itself
 	}
-	grant, why := e.check(c, a)
+	grant, why := e.check(ctx, c, a)
 	if why != "" {
 		return tool.Decision{Kind: tool.Deny, Reason: "sandbox escalation refused: " + why,
 			Info: &tool.Error{Name: "PermissionError", Code: CodeEscalationRefused}}
@@ -100,7 +100,7 @@ func (e *Escalation) PreExecute(ctx context.Context, c *tool.Call, next func(con
 }
 
 // check returns the grant to offer, or why the escalation is refused.
-func (e *Escalation) check(c *tool.Call, a escalationArgs) (Grant, string) {
+func (e *Escalation) check(ctx context.Context, c *tool.Call, a escalationArgs) (Grant, string) {
 	if strings.TrimSpace(a.Justification) == "" {
 		return Grant{}, "a justification is required with sandbox_permissions"
 	}
@@ -123,7 +123,7 @@ func (e *Escalation) check(c *tool.Call, a escalationArgs) (Grant, string) {
 		return Grant{}, fmt.Sprintf("sandbox_permissions must be %s, %s or %s",
 			bash.EscalateWorkspaceWrite, bash.EscalateFullAccess, bash.EscalateNetwork)
 	}
-	if why := e.priorDenial(c.ID, a.Command); why != "" {
+	if why := e.priorDenial(ctx, c.ID, a.Command); why != "" {
 		return Grant{}, why
 	}
 	return g, ""
@@ -142,8 +142,17 @@ type bashRun struct {
 // priorDenial checks that the latest run of command was a sandbox denial
 // that no run has escalated since. Escalation attempts refused before
 // they were asked (a bad justification, a rule) do not use up the denial.
-func (e *Escalation) priorDenial(callID, command string) string {
-	runs := bashRuns(e.Log.Events())
+func (e *Escalation) priorDenial(ctx context.Context, callID, command string) string {
+	// Tool calls and results may be released from memory: read them
+	// back (an escalation is rare; the read is one pass over the log).
+	var runs []bashRun
+	open := map[string]int{}
+	if err := e.Log.Scan(ctx, 0, func(ev session.Event) error {
+		runs = foldBashRun(runs, open, ev)
+		return nil
+	}); err != nil {
+		return fmt.Sprintf("the session's earlier bash calls could not be read: %v", err)
+	}
 	// The current call is logged (tool/call) but has no result yet.
 	for i := len(runs) - 1; i >= 0; i-- {
 		if runs[i].callID == callID && !runs[i].done {
@@ -172,44 +181,41 @@ func (e *Escalation) priorDenial(callID, command string) string {
 	return "no earlier run of this exact command in this session was refused by the sandbox. Run it without sandbox_permissions first." + retry
 }
 
-// bashRuns folds the log into its bash calls, in order.
-func bashRuns(events []session.Event) []bashRun {
-	var runs []bashRun
-	open := map[string]int{} // call id → index of its run awaiting a result
-	for _, ev := range events {
-		switch ev.Type {
-		case session.TypeToolCall:
-			var tc session.ToolCall
-			if ev.Decode(&tc) != nil || tc.Name != bash.Name {
-				continue
-			}
-			var a escalationArgs
-			_ = json.Unmarshal([]byte(tc.Arguments), &a)
-			open[tc.CallID] = len(runs)
-			runs = append(runs, bashRun{callID: tc.CallID, command: a.Command, escalated: a.SandboxPermissions != ""})
-		case session.TypeApprovalAsked:
-			var p ApprovalAsked
-			if ev.Decode(&p) == nil {
-				if i, ok := open[p.CallID]; ok {
-					runs[i].asked = true
-				}
-			}
-		case session.TypeToolResult:
-			var tr session.ToolResult
-			if ev.Decode(&tr) != nil {
-				continue
-			}
-			i, ok := open[tr.CallID]
-			if !ok {
-				continue
-			}
-			delete(open, tr.CallID)
-			runs[i].done = true
-			var m struct {
-				SandboxDenied bool `json:"sandboxDenied"`
-			}
-			runs[i].denied = len(tr.Meta) > 0 && json.Unmarshal(tr.Meta, &m) == nil && m.SandboxDenied
+// foldBashRun folds one event into the session's bash calls, in order;
+// open maps a call id to the index of its run awaiting a result.
+func foldBashRun(runs []bashRun, open map[string]int, ev session.Event) []bashRun {
+	switch ev.Type {
+	case session.TypeToolCall:
+		var tc session.ToolCall
+		if ev.Decode(&tc) != nil || tc.Name != bash.Name {
+			return runs
 		}
+		var a escalationArgs
+		_ = json.Unmarshal([]byte(tc.Arguments), &a)
+		open[tc.CallID] = len(runs)
+		runs = append(runs, bashRun{callID: tc.CallID, command: a.Command, escalated: a.SandboxPermissions != ""})
+	case session.TypeApprovalAsked:
+		var p ApprovalAsked
+		if ev.Decode(&p) == nil {
+			if i, ok := open[p.CallID]; ok {
+				runs[i].asked = true
+			}
+		}
+	case session.TypeToolResult:
+		var tr session.ToolResult
+		if ev.Decode(&tr) != nil {
+			return runs
+		}
+		i, ok := open[tr.CallID]
+		if !ok {
+			return runs
+		}
+		delete(open, tr.CallID)
+		runs[i].done = true
+		var m struct {
+			SandboxDenied bool `json:"sandboxDenied"`
+		}
+		runs[i].denied = len(tr.Meta) > 0 && json.Unmarshal(tr.Meta, &m) == nil && m.SandboxDenied
 	}
 	return runs
 }

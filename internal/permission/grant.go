@@ -58,7 +58,7 @@ type LoggedGrant struct {
 // event cannot widen anything.
 func SessionGrants(log *session.Log) []LoggedGrant {
 	var out []LoggedGrant
-	for _, e := range log.EventsView() {
+	for _, e := range log.Envelopes() {
 		if e.Type != session.TypeApprovalDecided {
 			continue
 		}

@@ -229,7 +229,7 @@ func (d Defaults) Current(log *session.Log) State {
 		} else if use(e) {
 			return true
 		}
-		events := log.EventsView()
+		events := log.Envelopes()
 		for i := len(events) - 1; i >= 0; i-- {
 			if events[i].Type == typ && use(events[i]) {
 				return true
@@ -322,7 +322,7 @@ func (d Defaults) Select(log *session.Log, preset, source string) error {
 func lastKnobs(log *session.Log) (sandbox.Mode, string) {
 	var mode sandbox.Mode
 	policy := ""
-	events := log.EventsView()
+	events := log.Envelopes()
 	for i := len(events) - 1; i >= 0 && (mode == "" || policy == ""); i-- {
 		switch e := events[i]; e.Type {
 		case session.TypeSandboxMode:

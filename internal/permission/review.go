@@ -226,7 +226,7 @@ func (r *AutoReviewer) humanMessages() (string, []string) {
 	}
 	var task string
 	var all []string
-	for _, e := range r.Log.Events() {
+	for _, e := range r.Log.Envelopes() {
 		if e.Type != session.TypeUserMessage {
 			continue
 		}

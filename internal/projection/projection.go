@@ -16,6 +16,7 @@
 package projection
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -130,13 +131,23 @@ func (r *Registry) AttachFrom(log *session.Log, from map[string]Checkpoint) *Pro
 	// watermark drops the duplicate. The log is read before p.mu is
 	// taken, so that no projection lock is ever held while calling into
 	// the log.
+	// Payloads released from memory are read back a page at a time,
+	// each event folded under p.mu on its own, so no lock is held across
+	// the read; one that cannot be read is folded from its envelope.
 	log.Observe(p.observe)
-	events := log.EventsView()
+	fold := func(e session.Event) error {
+		p.mu.Lock()
+		p.foldLocked(e)
+		p.mu.Unlock()
+		return nil
+	}
+	if err := log.Scan(context.Background(), 0, fold); err != nil {
+		for _, e := range log.Envelopes() {
+			_ = fold(e)
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, e := range events {
-		p.foldLocked(e)
-	}
 	for _, e := range p.early {
 		p.foldLocked(e)
 	}

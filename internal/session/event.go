@@ -140,6 +140,8 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 	// Ignorable marks an event an older reader may skip.
 	Ignorable bool `json:"ignorable,omitempty"`
+	// released is set on an event whose data a Log released (release.go).
+	released bool
 	// SurfaceOp is set on surface events only.
 	SurfaceOp *SurfaceOp `json:"surfaceOp,omitempty"`
 	// SourceEventSeqs cites the events a surface event was built from
@@ -153,6 +155,9 @@ type Event struct {
 
 // Decode unmarshals the event's data into v.
 func (e Event) Decode(v any) error {
+	if e.released {
+		return &ReleasedError{Type: e.Type, Seq: e.Seq}
+	}
 	if err := json.Unmarshal(e.Data, v); err != nil {
 		return fmt.Errorf("decode %s event %d: %w", e.Type, e.Seq, err)
 	}

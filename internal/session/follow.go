@@ -92,6 +92,15 @@ func (f *Follower) Next(ctx context.Context, limit int) ([]Event, error) {
 		if f.next < n {
 			end := min(n, f.next+int64(limit))
 			out := append([]Event(nil), f.l.events[f.next:end]...)
+			f.l.mu.Unlock()
+			if hasReleased(out) {
+				// A follower that fell behind a release reads the
+				// payloads back; draining after ctx ended still reads.
+				if err := f.l.fill(context.WithoutCancel(ctx), out); err != nil {
+					return nil, err
+				}
+			}
+			f.l.mu.Lock()
 			f.next = end
 			f.l.mu.Unlock()
 			return out, nil

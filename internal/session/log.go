@@ -58,6 +58,15 @@ type Log struct {
 	sink      Sink
 	now       func() time.Time
 	firstLive int64
+
+	// Released payloads (release.go): source reads them back; every
+	// event before durable is in the sink; held counts the releasable
+	// bytes of durable events not yet released; the events before
+	// releasedTo have had theirs released.
+	source     Source // guarded by mu
+	durable    int64  // guarded by mu
+	held       int    // guarded by mu
+	releasedTo int64  // guarded by mu
 }
 
 type observer struct {
@@ -89,6 +98,7 @@ func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
 		l.events = append(l.events, e)
 		l.latest[e.Type] = len(l.events) - 1
 	}
+	l.noteDurableLocked(int64(len(seed)))
 	return l, nil
 }
 
@@ -291,6 +301,9 @@ func (l *Log) flushHeld(ctx context.Context) error {
 		l.mu.Unlock()
 		return fmt.Errorf("flush session %s: %w", l.header.ID, err)
 	}
+	l.mu.Lock()
+	l.noteDurableLocked(batch[len(batch)-1].Seq + 1)
+	l.mu.Unlock()
 	return nil
 }
 
@@ -301,15 +314,22 @@ func (l *Log) Len() int {
 	return len(l.events)
 }
 
-// Events returns a copy of the event list.
+// Events returns a copy of the event list with every payload, read back
+// from the source where released (see [Log.Scan]). It is for tests and
+// small logs: it has no context and holds the whole log; an event whose
+// payload cannot be read back keeps nil Data. Production readers use
+// [Log.Scan], [Log.Read] or [Log.Envelopes].
 func (l *Log) Events() []Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Event(nil), l.events...)
+	out, err := l.Read(context.Background(), 0, -1)
+	if err != nil {
+		return append([]Event(nil), l.Envelopes()...)
+	}
+	return out
 }
 
 // Latest returns the latest event of type typ, or false when the log
-// has none, without walking the log.
+// has none, without walking the log. For a [Releasable] type the event
+// may be released (read it back with [Log.Read]).
 func (l *Log) Latest(typ string) (Event, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -320,10 +340,13 @@ func (l *Log) Latest(typ string) (Event, bool) {
 	return l.events[i], true
 }
 
-// EventsView returns the event list without copying it, for a caller
+// Envelopes returns the event list without copying it, for a caller
 // that only reads it: it must not modify the events. Appending to it is
-// safe, since its capacity ends at its length; the log only appends.
-func (l *Log) EventsView() []Event {
+// safe, since its capacity ends at its length; the log never writes an
+// element it handed out. The data of durable events of a [Releasable]
+// type may have been released (nil Data, [Event.Released]): a caller
+// that decodes those types reads them with [Log.Scan] instead.
+func (l *Log) Envelopes() []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.events[:len(l.events):len(l.events)]

@@ -105,7 +105,11 @@ func (m *Manager) StartContinuable(ctx context.Context, provider string, req Req
 		Tools: req.Tools, Persona: req.Persona, Permission: req.Permission,
 	}
 	if p.Capabilities().InheritsContext {
-		spec.Seed = ForkSeed(req.Parent.Events())
+		parent, err := req.Parent.Read(ctx, 0, -1)
+		if err != nil {
+			return "", fmt.Errorf("fork: %w", err)
+		}
+		spec.Seed = ForkSeed(parent)
 	}
 	child, err := m.o.Factory.NewChild(ctx, spec)
 	if err != nil {

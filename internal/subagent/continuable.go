@@ -95,7 +95,7 @@ type ContinuableDescriptor struct {
 // events (after its fork seed, if any), and whether there was one. Its
 // Mode tells one-shot from continuable children.
 func ReadDescriptor(log *session.Log) (ContinuableDescriptor, bool) {
-	events := log.Events()
+	events := log.Envelopes()
 	start := 0
 	if n := log.Header().SeedLength; n != nil {
 		start = int(min(max(*n, 0), int64(len(events))))

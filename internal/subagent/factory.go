@@ -114,7 +114,7 @@ func CheckChild(spec ChildSpec, c Child) error {
 	if c.Agent().Busy() {
 		return bad("the agent is already running")
 	}
-	events := log.Events()
+	events := log.Envelopes()
 	n := len(spec.Seed)
 	if len(events) < n || log.FirstLiveSeq() != int64(n) {
 		return bad("the log does not start with the %d seed events (first live seq %d)", n, log.FirstLiveSeq())

@@ -106,7 +106,12 @@ func (p *inProcess) Start(ctx context.Context, req Request) (Run, error) {
 		Tools: req.Tools, Persona: req.Persona, Permission: req.Permission,
 	}
 	if p.fork {
-		spec.Seed = ForkSeed(req.Parent.Events())
+		// A fork's seed is the parent's whole log, payloads included.
+		parent, err := req.Parent.Read(ctx, 0, -1)
+		if err != nil {
+			return nil, fmt.Errorf("fork: %w", err)
+		}
+		spec.Seed = ForkSeed(parent)
 	}
 	var capt *capture
 	if len(req.OutputSchema) > 0 {

@@ -267,7 +267,7 @@ func (w *walker) read(ctx context.Context, id, parentID string) ([]Entry, error)
 					}
 				}
 			}
-			return Fold(h, log.Events()), nil
+			return Fold(h, log.Envelopes()), nil
 		}
 	}
 	h, events, err := w.deps.Store.Inspect(ctx, id)
