@@ -143,11 +143,11 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log, wake: make(chan struct{}, 1)}
 	a.inbox.log = cfg.Log
-	events := cfg.Log.Envelopes()
-	if len(events) > 0 {
+	view := cfg.Log.View()
+	if view.Len() > 0 {
 		a.resumed = true
-		a.inbox.restore(events)
-		for _, e := range events {
+		a.inbox.restore(view)
+		for e := range view.All() {
 			switch e.Type {
 			case session.TypeTurnStart:
 				var p session.TurnStart
@@ -166,9 +166,9 @@ func New(cfg Config) (*Agent, error) {
 		// A resumed log needs session/end-seed as its first live write,
 		// unless the seed ends with one or one was written since (by the
 		// code that opened the log).
-		first := int(cfg.Log.FirstLiveSeq())
-		a.needSeedEnd = first > 0 && events[first-1].Type != session.TypeEndSeed
-		for _, e := range events[first:] {
+		first := cfg.Log.FirstLiveSeq()
+		a.needSeedEnd = first > 0 && first <= view.Len() && view.At(first-1).Type != session.TypeEndSeed
+		for e := range view.From(first) {
 			if e.Type == session.TypeEndSeed {
 				a.needSeedEnd = false
 			}

@@ -240,10 +240,10 @@ func (ib *inbox) pending() (turn, step int) {
 
 // restore rebuilds the inbox from a resumed log by replaying its splices,
 // so input queued before a stop is not lost.
-func (ib *inbox) restore(events []session.Event) {
+func (ib *inbox) restore(view session.View) {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	for _, e := range events {
+	for e := range view.All() {
 		if e.Type != session.TypeInboxSpliced {
 			continue
 		}

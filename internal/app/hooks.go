@@ -453,8 +453,8 @@ type transcript struct {
 func (t *transcript) sync() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	evs := t.log.Envelopes()
-	if t.written >= len(evs) && t.written > 0 {
+	n := t.log.View().Len()
+	if int64(t.written) >= n && t.written > 0 {
 		return t.path
 	}
 	if err := os.MkdirAll(filepath.Dir(t.path), 0o700); err != nil {
@@ -471,9 +471,9 @@ func (t *transcript) sync() string {
 	defer f.Close()
 	// Payloads released from memory are read back a page at a time.
 	var b strings.Builder
-	n := int64(t.written)
+	end, n := n, int64(t.written)
 	if err := t.log.Scan(context.Background(), n, func(ev session.Event) error {
-		if ev.Seq >= int64(len(evs)) {
+		if ev.Seq >= end {
 			return errStopScan
 		}
 		line, err := json.Marshal(ev)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"time"
@@ -63,7 +64,7 @@ func registerTitleModule(must func(compose.Module)) {
 
 func (d titleDef) apply(e *env) error {
 	h := e.log.Header()
-	if d.Model == "" || h.ParentSession != "" || named(e.log.Envelopes()) {
+	if d.Model == "" || h.ParentSession != "" || named(e.log.View().All()) {
 		return nil
 	}
 	r, err := e.app.Catalog.Resolve(d.Model, UserAgent())
@@ -88,8 +89,8 @@ func (d titleDef) apply(e *env) error {
 
 // named reports whether a log already has a human prompt (a resumed
 // session keeps the title it got then).
-func named(events []session.Event) bool {
-	for _, e := range events {
+func named(events iter.Seq[session.Event]) bool {
+	for e := range events {
 		if _, ok := humanPrompt(e); ok || e.Type == session.TypeTitle {
 			return true
 		}

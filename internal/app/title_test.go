@@ -195,15 +195,15 @@ func TestTitlerSettleWithoutPrompt(t *testing.T) {
 
 func TestNamedSkipsResumedSessions(t *testing.T) {
 	log, _ := session.NewLog(session.Header{ID: "s"}, nil, nil)
-	if named(log.Events()) {
+	if named(log.View().All()) {
 		t.Fatal("an empty log is named")
 	}
 	appendMsg(t, log, llm.Source{Kind: "plugin"}, "context")
-	if named(log.Events()) {
+	if named(log.View().All()) {
 		t.Fatal("context names a session")
 	}
 	appendMsg(t, log, llm.Source{Kind: "user"}, "prompt")
-	if !named(log.Events()) {
+	if !named(log.View().All()) {
 		t.Fatal("a prompted session is not named")
 	}
 }

@@ -177,7 +177,7 @@ func New(opts Options) *Compactor {
 			c.m.fold(e)
 			return nil
 		}); err != nil {
-			for _, e := range c.log.Envelopes() {
+			for e := range c.log.View().All() {
 				c.m.fold(e)
 			}
 		}

@@ -339,14 +339,13 @@ var goalWord = regexp.MustCompile(`(?i)\bgoals?\b`)
 // "goal". A person who wants a goal without asking the
 // model uses /goal, dsh run --goal or the HTTP API, which need no tool.
 func Authorized(log *session.Log) bool {
-	events := log.Envelopes()
-	for i := len(events) - 1; i >= 0; i-- {
-		switch events[i].Type {
+	for e := range log.View().Backward() {
+		switch e.Type {
 		case session.TypeTurnStart:
 			return false
 		case session.TypeUserMessage:
 			var m llm.Message
-			if events[i].Decode(&m) != nil {
+			if e.Decode(&m) != nil {
 				continue
 			}
 			if (m.Source.Kind == "user" || m.Source.Kind == "") && goalWord.MatchString(m.Text()) {

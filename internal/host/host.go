@@ -306,12 +306,8 @@ func (h *Host) start(sess *app.Session, ans *answerer) (*entry, error) {
 	ctx, cancel := context.WithCancelCause(h.base)
 	e := &entry{id: id, sess: sess, ctx: ctx, cancel: cancel, owned: make(chan struct{}), done: make(chan struct{}),
 		status: StatusIdle, runEnded: make(chan struct{})}
-	events := sess.Log.Envelopes()
-	for i := len(events) - 1; i >= 0; i-- {
-		if events[i].Type == session.TypeTurnEnd {
-			e.lastEnd = turnEndKind(events[i])
-			break
-		}
+	if ev, ok := sess.Log.Latest(session.TypeTurnEnd); ok {
+		e.lastEnd = turnEndKind(ev)
 	}
 	sess.Log.Observe(func(ev session.Event) {
 		switch ev.Type {

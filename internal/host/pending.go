@@ -3,6 +3,7 @@ package host
 import (
 	"cmp"
 	"context"
+	"iter"
 	"slices"
 	"strings"
 
@@ -79,16 +80,17 @@ func listPending[P, T any](h *Host, queue map[string]P, sessionID string, item f
 // match accepts: whether an ask an answer found not pending was ever
 // asked (then it was already answered or cancelled).
 func (h *Host) loggedAsk(ctx context.Context, id, typ string, match func(session.Event) bool) (bool, error) {
-	var events []session.Event
+	var events iter.Seq[session.Event]
 	if e, _ := h.lookup(id); e != nil {
-		events = e.sess.Log.Envelopes()
+		events = e.sess.Log.View().All()
 	} else {
-		var err error
-		if events, err = h.app.Store.ReadFrom(ctx, id, 0); err != nil {
+		stored, err := h.app.Store.ReadFrom(ctx, id, 0)
+		if err != nil {
 			return false, classify(err)
 		}
+		events = slices.Values(stored)
 	}
-	for _, ev := range events {
+	for ev := range events {
 		if ev.Type == typ && match(ev) {
 			return true, nil
 		}

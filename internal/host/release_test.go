@@ -16,8 +16,8 @@ import (
 // the stored log, payloads included, while the live log holds only
 // envelopes of the released types.
 func TestReleasedPayloadsReadBack(t *testing.T) {
-	prev := session.SetReleaseThreshold(1)
-	t.Cleanup(func() { session.SetReleaseThreshold(prev) })
+	prev := session.SetSegmentSize(1)
+	t.Cleanup(func() { session.SetSegmentSize(prev) })
 	f := newFixture(t, host.Config{})
 	f.srv.SetFallback(llmtest.LoopFallback("todo_write", `{"todos":[{"content":"keep going","status":"in_progress"}]}`, 4))
 	info := f.create(host.CreateRequest{})
@@ -56,7 +56,7 @@ func TestReleasedPayloadsReadBack(t *testing.T) {
 	same("live stream", live)
 
 	released := 0
-	for _, e := range log.Envelopes() {
+	for e := range log.View().All() {
 		if e.Released() {
 			released++
 		}

@@ -158,10 +158,9 @@ func (b *BashConfiner) logBackend(conf sandbox.Confined) error {
 // an approval/decided allowed-once whose approval/asked names the call,
 // after the call's tool/call event.
 func approvedOnLog(log *session.Log, callID string) bool {
-	events := log.Envelopes()
 	allowed := map[string]bool{}
-	for i := len(events) - 1; i >= 0; i-- {
-		switch ev := events[i]; ev.Type {
+	for ev := range log.View().Backward() {
+		switch ev.Type {
 		case session.TypeApprovalDecided:
 			var d ApprovalDecided
 			if ev.Decode(&d) == nil && d.Outcome == tool.AllowedOnce {

@@ -58,7 +58,7 @@ type LoggedGrant struct {
 // event cannot widen anything.
 func SessionGrants(log *session.Log) []LoggedGrant {
 	var out []LoggedGrant
-	for _, e := range log.Envelopes() {
+	for e := range log.View().All() {
 		if e.Type != session.TypeApprovalDecided {
 			continue
 		}

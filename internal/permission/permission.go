@@ -229,9 +229,8 @@ func (d Defaults) Current(log *session.Log) State {
 		} else if use(e) {
 			return true
 		}
-		events := log.Envelopes()
-		for i := len(events) - 1; i >= 0; i-- {
-			if events[i].Type == typ && use(events[i]) {
+		for e := range log.View().Backward() {
+			if e.Type == typ && use(e) {
 				return true
 			}
 		}
@@ -322,9 +321,11 @@ func (d Defaults) Select(log *session.Log, preset, source string) error {
 func lastKnobs(log *session.Log) (sandbox.Mode, string) {
 	var mode sandbox.Mode
 	policy := ""
-	events := log.Envelopes()
-	for i := len(events) - 1; i >= 0 && (mode == "" || policy == ""); i-- {
-		switch e := events[i]; e.Type {
+	for e := range log.View().Backward() {
+		if mode != "" && policy != "" {
+			break
+		}
+		switch e.Type {
 		case session.TypeSandboxMode:
 			var p SandboxMode
 			if mode == "" && e.Decode(&p) == nil {

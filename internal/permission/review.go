@@ -226,7 +226,7 @@ func (r *AutoReviewer) humanMessages() (string, []string) {
 	}
 	var task string
 	var all []string
-	for _, e := range r.Log.Envelopes() {
+	for e := range r.Log.View().All() {
 		if e.Type != session.TypeUserMessage {
 			continue
 		}

@@ -142,7 +142,7 @@ func (r *Registry) AttachFrom(log *session.Log, from map[string]Checkpoint) *Pro
 		return nil
 	}
 	if err := log.Scan(context.Background(), 0, fold); err != nil {
-		for _, e := range log.Envelopes() {
+		for e := range log.View().All() {
 			_ = fold(e)
 		}
 	}

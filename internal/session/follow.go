@@ -82,7 +82,7 @@ func (f *Follower) Next(ctx context.Context, limit int) ([]Event, error) {
 			f.l.mu.Unlock()
 			return nil, fmt.Errorf("session %s: follower closed", f.l.header.ID)
 		}
-		n := int64(len(f.l.events))
+		n := f.l.n
 		if f.window > 0 && n-f.next > f.window {
 			skipped := &FellBehindError{SessionID: f.l.header.ID, From: f.next, To: n - f.window}
 			f.next = skipped.To
@@ -91,7 +91,7 @@ func (f *Follower) Next(ctx context.Context, limit int) ([]Event, error) {
 		}
 		if f.next < n {
 			end := min(n, f.next+int64(limit))
-			out := append([]Event(nil), f.l.events[f.next:end]...)
+			out := f.l.viewLocked().Slice(f.next, end)
 			f.l.mu.Unlock()
 			if hasReleased(out) {
 				// A follower that fell behind a release reads the
@@ -125,7 +125,7 @@ func (f *Follower) Next(ctx context.Context, limit int) ([]Event, error) {
 func (f *Follower) Lag() int64 {
 	f.l.mu.Lock()
 	defer f.l.mu.Unlock()
-	return max(int64(len(f.l.events))-f.next, 0)
+	return max(f.l.n-f.next, 0)
 }
 
 // Close detaches the follower from the log; Next fails afterwards.

@@ -36,18 +36,8 @@ func FromInbox(ref InboxRef) AppendOption {
 	return func(e *Event) { e.inboxRef = &ref }
 }
 
-// inboxMessage returns the raw message that ref names among events
-// (indexed by seq).
-func inboxMessage(events []Event, ref InboxRef) (json.RawMessage, error) {
-	return inboxMessageAt(func(seq int64) (Event, bool) {
-		if seq < 0 || seq >= int64(len(events)) {
-			return Event{}, false
-		}
-		return events[seq], true
-	}, ref)
-}
-
-// inboxMessageAt is inboxMessage over a lookup of events by seq.
+// inboxMessageAt returns the raw message that ref names, over a lookup
+// of events by seq.
 func inboxMessageAt(at func(int64) (Event, bool), ref InboxRef) (json.RawMessage, error) {
 	sp0, ok := at(ref.Seq)
 	if !ok || sp0.Type != TypeInboxSpliced {
@@ -68,8 +58,13 @@ func inboxMessageAt(at func(int64) (Event, bool), ref InboxRef) (json.RawMessage
 // storedForm returns the stored data of a user/message that references
 // the inbox: it checks that data (the whole message) equals the inserted
 // one.
-func storedForm(events []Event, data json.RawMessage, ref InboxRef) (json.RawMessage, error) {
-	inserted, err := inboxMessage(events, ref)
+func storedForm(at func(int64) Event, n int64, data json.RawMessage, ref InboxRef) (json.RawMessage, error) {
+	inserted, err := inboxMessageAt(func(seq int64) (Event, bool) {
+		if seq < 0 || seq >= n {
+			return Event{}, false
+		}
+		return at(seq), true
+	}, ref)
 	if err != nil {
 		return nil, err
 	}

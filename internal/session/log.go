@@ -39,8 +39,12 @@ type Log struct {
 	mu        sync.Mutex
 	delivered *sync.Cond // on mu; broadcast as each event reaches every observer
 	header    Header
-	events    []Event        // guarded by mu
-	latest    map[string]int // guarded by mu; the index of the latest event of each type
+	// The events, in segments (segments.go); n is their count and size
+	// the segment size, fixed at NewLog.
+	segs      []*seg           // guarded by mu; never written in place once handed out
+	n         int64            // guarded by mu
+	size      int64            // immutable
+	latest    map[string]int64 // guarded by mu; the seq of the latest event of each type
 	surface   []llm.Message  // guarded by mu; derived model history
 	nodeSeqs  []int64        // guarded by mu; the event seq behind each surface node
 	pending   []Event        // guarded by mu; not yet in the sink
@@ -60,13 +64,11 @@ type Log struct {
 	firstLive int64
 
 	// Released payloads (release.go): source reads them back; every
-	// event before durable is in the sink; held counts the releasable
-	// bytes of durable events not yet released; the events before
-	// releasedTo have had theirs released.
-	source     Source // guarded by mu
-	durable    int64  // guarded by mu
-	held       int    // guarded by mu
-	releasedTo int64  // guarded by mu
+	// event before durable is in the sink; the first sealedTo segments
+	// are sealed.
+	source   Source // guarded by mu
+	durable  int64  // guarded by mu
+	sealedTo int    // guarded by mu
 }
 
 type observer struct {
@@ -80,8 +82,8 @@ func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
 	l := &Log{header: h, sink: sink, now: time.Now, firstLive: int64(len(seed)),
 		nextDeliver: int64(len(seed)), flushTok: make(chan struct{}, 1)}
 	l.delivered = sync.NewCond(&l.mu)
-	l.events = make([]Event, 0, len(seed)+64)
-	l.latest = map[string]int{}
+	l.size = int64(segmentSize())
+	l.latest = map[string]int64{}
 	for i, e := range seed {
 		if e.Seq != int64(i) {
 			return nil, &FormatError{SessionID: h.ID, Seq: e.Seq, Reason: fmt.Sprintf("seq %d at position %d", e.Seq, i)}
@@ -95,10 +97,10 @@ func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
 		if err := l.foldSurfaceLocked(e); err != nil {
 			return nil, err
 		}
-		l.events = append(l.events, e)
-		l.latest[e.Type] = len(l.events) - 1
+		l.putLocked(e)
+		l.latest[e.Type] = e.Seq
 	}
-	l.noteDurableLocked(int64(len(seed)))
+	l.durable = int64(len(seed))
 	return l, nil
 }
 
@@ -119,7 +121,7 @@ func (l *Log) FirstLiveSeq() int64 { return l.firstLive }
 // block. Anything that does I/O follows the log with [Log.Follow].
 func (l *Log) Observe(fn func(Event)) {
 	l.mu.Lock()
-	l.observers = append(l.observers, observer{fn: fn, from: int64(len(l.events))})
+	l.observers = append(l.observers, observer{fn: fn, from: l.n})
 	l.mu.Unlock()
 }
 
@@ -175,7 +177,7 @@ func (l *Log) Append(typ string, data any, opts ...AppendOption) (Event, error) 
 func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e.Seq = int64(len(l.events))
+	e.Seq = l.n
 	e.Time = l.now().UnixMilli()
 	// Data from encodeData is lossless: checked if raw, produced by
 	// encoding/json otherwise.
@@ -190,7 +192,7 @@ func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 		if e.Type != TypeUserMessage {
 			return false, fmt.Errorf("append %s: only user/message may reference the inbox", e.Type)
 		}
-		data, err := storedForm(l.events, e.Data, *ref)
+		data, err := storedForm(l.atLocked, l.n, e.Data, *ref)
 		if err != nil {
 			return false, fmt.Errorf("append: %w", err)
 		}
@@ -199,8 +201,8 @@ func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 	if err := l.foldSurfaceLocked(*e); err != nil {
 		return false, err
 	}
-	l.events = append(l.events, *e)
-	l.latest[e.Type] = len(l.events) - 1
+	l.putLocked(*e)
+	l.latest[e.Type] = e.Seq
 	if len(l.pending) == 0 {
 		l.pendingAt = l.now()
 	}
@@ -210,6 +212,7 @@ func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 	}
 	flushDue = len(l.pending) >= flushEvery || l.now().Sub(l.pendingAt) >= flushAfter
 	l.deliverLocked(e.Seq)
+	l.sealLocked()
 	return flushDue, nil
 }
 
@@ -240,8 +243,8 @@ func (l *Log) deliverLocked(seq int64) {
 			panic(r)
 		}
 	}()
-	for l.nextDeliver < int64(len(l.events)) {
-		e, obs := l.events[l.nextDeliver], l.observers
+	for l.nextDeliver < l.n {
+		e, obs := l.atLocked(l.nextDeliver), l.observers
 		l.callOutside(obs, e)
 		l.nextDeliver++
 		l.delivered.Broadcast()
@@ -302,7 +305,8 @@ func (l *Log) flushHeld(ctx context.Context) error {
 		return fmt.Errorf("flush session %s: %w", l.header.ID, err)
 	}
 	l.mu.Lock()
-	l.noteDurableLocked(batch[len(batch)-1].Seq + 1)
+	l.durable = max(l.durable, batch[len(batch)-1].Seq+1)
+	l.sealLocked()
 	l.mu.Unlock()
 	return nil
 }
@@ -311,7 +315,7 @@ func (l *Log) flushHeld(ctx context.Context) error {
 func (l *Log) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.events)
+	return int(l.n)
 }
 
 // Events returns a copy of the event list with every payload, read back
@@ -322,7 +326,8 @@ func (l *Log) Len() int {
 func (l *Log) Events() []Event {
 	out, err := l.Read(context.Background(), 0, -1)
 	if err != nil {
-		return append([]Event(nil), l.Envelopes()...)
+		v := l.View()
+		return v.Slice(0, v.Len())
 	}
 	return out
 }
@@ -333,23 +338,21 @@ func (l *Log) Events() []Event {
 func (l *Log) Latest(typ string) (Event, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	i, ok := l.latest[typ]
+	seq, ok := l.latest[typ]
 	if !ok {
 		return Event{}, false
 	}
-	return l.events[i], true
+	return l.atLocked(seq), true
 }
 
-// Envelopes returns the event list without copying it, for a caller
-// that only reads it: it must not modify the events. Appending to it is
-// safe, since its capacity ends at its length; the log never writes an
-// element it handed out. The data of durable events of a [Releasable]
-// type may have been released (nil Data, [Event.Released]): a caller
-// that decodes those types reads them with [Log.Scan] instead.
-func (l *Log) Envelopes() []Event {
+// View returns a snapshot of the log's envelopes without copying them
+// (see [View]): the data of durable events of a [Releasable] type may
+// have been released, so a caller that decodes those types reads them
+// with [Log.Scan] instead.
+func (l *Log) View() View {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.events[:len(l.events):len(l.events)]
+	return l.viewLocked()
 }
 
 // Messages returns the model history derived from the log.

@@ -3,9 +3,6 @@ package session
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"sync"
 )
 
 // Released payloads.
@@ -14,23 +11,21 @@ import (
 // each step's streamed chunks, the assistant message they assemble into,
 // its tool calls and their results, although the model-visible part of
 // them already lives in the derived history ([Log.History]) and all of
-// them are in the store. A log given a [Source] therefore releases the
-// data of the payload types in [Releasable] once those events are
-// durable (written by a successful flush) and enough of them has piled
-// up: the envelope (type, seq, time, surface op, sources) stays, its
-// Data becomes nil, and the event reports [Event.Released].
+// them are in the store. A log given a [Source] therefore seals its full
+// segments once they are durable (written by a successful flush) and
+// delivered (segments.go): the envelopes stay, the data of the types in
+// [Releasable] is released (nil Data, [Event.Released]).
 //
 // Invariants:
 //   - Only durable events are released, so the source can always give
-//     their data back; an event still pending for the sink keeps it.
-//   - Releasing never writes an element the log handed out: the log
-//     builds a new event list with the released envelopes and swaps it
-//     in, so a view taken earlier keeps what it saw (see [Log.Envelopes]).
+//     their data back, and only delivered ones, so every observer sees
+//     every event whole.
+//   - Releasing never writes an element the log handed out (see [View]).
 //   - Readers that need the data of a releasable type read it with
-//     [Log.Scan], [Log.Read] or a [Follower], which read released
-//     payloads back from the source a page at a time; [Event.Decode] of
-//     a released event fails with *[ReleasedError] instead of decoding
-//     nothing.
+//     [Log.Scan], [Log.Read], [Log.At] or a [Follower], which read
+//     released payloads back from the source a page at a time;
+//     [Event.Decode] of a released event fails with *[ReleasedError]
+//     instead of decoding nothing.
 
 // Source reads back stored events of a session in the stored form, at
 // most limit from fromSeq on (store.Store's ReadPage has this shape).
@@ -66,67 +61,13 @@ func (e *ReleasedError) Error() string {
 // Released reports whether the log released the event's data.
 func (e Event) Released() bool { return e.released }
 
-// defaultReleaseBytes is how much releasable durable data a log holds
-// before it releases it: large enough that a short run never pays for
-// the copy of its event list, small next to a long run's history.
-const defaultReleaseBytes = 512 << 10
-
-// releaseBytes returns the threshold, which DSH_LOG_RELEASE_BYTES
-// overrides (a testing knob: 1 releases at every flush, so a test suite
-// run with it finds any reader that decodes a released payload).
-var releaseBytes = sync.OnceValue(func() int {
-	if v, err := strconv.Atoi(os.Getenv("DSH_LOG_RELEASE_BYTES")); err == nil && v > 0 {
-		return v
-	}
-	return defaultReleaseBytes
-})
-
-// SetReleaseThreshold sets how many bytes of releasable durable data a
-// log holds before releasing them (n <= 0 restores the default) and
-// returns the previous threshold. It is for tests that must see payloads
-// released in a short run; it affects every log of the process.
-func SetReleaseThreshold(n int) (previous int) {
-	releaseMu.Lock()
-	defer releaseMu.Unlock()
-	previous = releaseBytes()
-	if n <= 0 {
-		n = defaultReleaseBytes
-	}
-	releaseBytes = func() int { return n }
-	return previous
-}
-
-var releaseMu sync.Mutex
-
 // SetSource lets the log release durable payloads (see [Releasable]) and
 // read them back from src. Call it before the log is shared.
 func (l *Log) SetSource(src Source) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.source = src
-}
-
-// noteDurableLocked records that every event before seq end is in the
-// sink and releases payloads when enough are held.
-func (l *Log) noteDurableLocked(end int64) {
-	for i := max(l.durable, 0); i < end && i < int64(len(l.events)); i++ {
-		if e := &l.events[i]; Releasable(e.Type) && !e.released {
-			l.held += len(e.Data)
-		}
-	}
-	l.durable = max(l.durable, end)
-	if l.source == nil || l.held < releaseBytes() {
-		return
-	}
-	// A new list, so no element handed out is ever written.
-	evs := make([]Event, len(l.events), cap(l.events))
-	copy(evs, l.events)
-	for i := l.releasedTo; i < l.durable; i++ {
-		if e := &evs[i]; Releasable(e.Type) && !e.released {
-			e.Data, e.released = nil, true
-		}
-	}
-	l.events, l.releasedTo, l.held = evs, l.durable, 0
+	l.sealLocked()
 }
 
 // readPage is how many stored events one read-back asks for.
@@ -171,11 +112,10 @@ func (l *Log) fill(ctx context.Context, evs []Event) error {
 // first error fn returns and returns it. Events appended while it scans
 // are not included.
 func (l *Log) Scan(ctx context.Context, from int64, fn func(Event) error) error {
-	view := l.Envelopes()
-	for i := max(from, 0); i < int64(len(view)); i += readPage {
-		page := view[i:min(i+readPage, int64(len(view)))]
+	view := l.View()
+	for i := max(from, 0); i < view.Len(); i += readPage {
+		page := view.Slice(i, i+readPage)
 		if hasReleased(page) {
-			page = append([]Event(nil), page...)
 			if err := l.fill(ctx, page); err != nil {
 				return err
 			}
@@ -192,15 +132,11 @@ func (l *Log) Scan(ctx context.Context, from int64, fn func(Event) error) error 
 // Read returns a copy of the events from seq from up to (not including)
 // seq to (to < 0: the end), with their data (see [Log.Scan]).
 func (l *Log) Read(ctx context.Context, from, to int64) ([]Event, error) {
-	view := l.Envelopes()
-	if to < 0 || to > int64(len(view)) {
-		to = int64(len(view))
+	view := l.View()
+	if to < 0 || to > view.Len() {
+		to = view.Len()
 	}
-	from = max(from, 0)
-	if from >= to {
-		return nil, nil
-	}
-	out := append([]Event(nil), view[from:to]...)
+	out := view.Slice(from, to)
 	if hasReleased(out) {
 		if err := l.fill(ctx, out); err != nil {
 			return nil, err

@@ -42,11 +42,16 @@ func (s *storeSink) ReadPage(_ context.Context, _ string, from int64, limit int)
 	return append([]Event(nil), s.events[from:min(from+int64(limit), int64(len(s.events)))]...), nil
 }
 
-// withReleaseBytes sets the release threshold for one test.
-func withReleaseBytes(t *testing.T, n int) {
-	old := releaseBytes
-	releaseBytes = func() int { return n }
-	t.Cleanup(func() { releaseBytes = old })
+// withSegmentSize sets the segment size of the logs a test creates.
+func withSegmentSize(t *testing.T, n int) {
+	prev := SetSegmentSize(n)
+	t.Cleanup(func() { SetSegmentSize(prev) })
+}
+
+// envelopes returns a copy of the log's envelopes.
+func envelopes(l *Log) []Event {
+	v := l.View()
+	return v.Slice(0, v.Len())
 }
 
 // appendStep appends one step's worth of events: a turn start, chunks,
@@ -70,7 +75,7 @@ func appendStep(t *testing.T, l *Log, step int) {
 }
 
 func TestReleaseKeepsEnvelopesAndReadsPayloadsBack(t *testing.T) {
-	withReleaseBytes(t, 1)
+	withSegmentSize(t, 1)
 	sink := &storeSink{}
 	l, err := NewLog(Header{ID: "s1"}, nil, sink)
 	if err != nil {
@@ -86,14 +91,14 @@ func TestReleaseKeepsEnvelopesAndReadsPayloadsBack(t *testing.T) {
 	for step := 1; step <= 3; step++ {
 		appendStep(t, l, step)
 	}
-	before := l.Envelopes() // a view taken before the release
+	before := envelopes(l) // a view taken before the release
 	history := l.Messages()
 	if err := l.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	appendStep(t, l, 4) // pending: not durable, so not released
 
-	view := l.Envelopes()
+	view := envelopes(l)
 	released := 0
 	for _, e := range view {
 		switch {
@@ -169,7 +174,7 @@ func TestReleaseKeepsEnvelopesAndReadsPayloadsBack(t *testing.T) {
 }
 
 func TestReleaseReadBackErrors(t *testing.T) {
-	withReleaseBytes(t, 1)
+	withSegmentSize(t, 1)
 	sink := &storeSink{}
 	l, err := NewLog(Header{ID: "s1"}, nil, sink)
 	if err != nil {
@@ -210,9 +215,9 @@ func TestNoReleaseWithoutSourceOrBelowThreshold(t *testing.T) {
 		name      string
 		threshold int
 		source    bool
-	}{{"no source", 1, false}, {"below threshold", 1 << 30, true}} {
+	}{{"no source", 1, false}, {"segment not full", 1 << 20, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			withReleaseBytes(t, tc.threshold)
+			withSegmentSize(t, tc.threshold)
 			sink := &storeSink{}
 			l, err := NewLog(Header{ID: "s1"}, nil, sink)
 			if err != nil {
@@ -225,7 +230,7 @@ func TestNoReleaseWithoutSourceOrBelowThreshold(t *testing.T) {
 			if err := l.Flush(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range l.Envelopes() {
+			for _, e := range envelopes(l) {
 				if e.Released() || e.Data == nil {
 					t.Errorf("event %d released", e.Seq)
 				}
@@ -240,7 +245,7 @@ func TestNoReleaseWithoutSourceOrBelowThreshold(t *testing.T) {
 // TestReleaseOfASeed: a resumed log's seed is durable, so the first
 // flush past the threshold releases its payloads too.
 func TestReleaseOfASeed(t *testing.T) {
-	withReleaseBytes(t, 1)
+	withSegmentSize(t, 1)
 	sink := &storeSink{}
 	first, err := NewLog(Header{ID: "s1"}, nil, sink)
 	if err != nil {
@@ -262,7 +267,7 @@ func TestReleaseOfASeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, e := range l.Envelopes() {
+	for _, e := range envelopes(l) {
 		if e.Released() {
 			n++
 		}
@@ -278,15 +283,27 @@ func TestReleaseOfASeed(t *testing.T) {
 // TestReleaseRacesReaders: readers of earlier views and followers run
 // while appends flush and release (run with -race).
 func TestReleaseRacesReaders(t *testing.T) {
-	withReleaseBytes(t, 1)
+	withSegmentSize(t, 1)
 	sink := &storeSink{}
 	l, err := NewLog(Header{ID: "s1"}, nil, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.SetSource(sink)
+	l.Observe(func(e Event) {
+		if e.Released() || e.Data == nil {
+			t.Errorf("observer got event %d without data", e.Seq)
+		}
+	})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Flushes race the appends' deliveries: nothing undelivered
+		// may be released.
+		for ctx.Err() == nil {
+			_ = l.Flush(ctx)
+		}
+	})
 	wg.Go(func() {
 		f := l.Follow(0)
 		defer f.Close()
@@ -304,8 +321,18 @@ func TestReleaseRacesReaders(t *testing.T) {
 	})
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			for _, e := range l.Envelopes() {
+			for e := range l.View().All() {
 				_ = len(e.Data)
+			}
+		}
+	})
+	// A second appender: while one delivers, the other's event waits
+	// undelivered, durable once a flush writes it.
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil && i < 2000; i++ {
+			if _, err := l.Append(TypeToolResult, ToolResult{CallID: fmt.Sprint("x", i), Content: []llm.Block{llm.TextBlock("x")}}, Surface()); err != nil {
+				t.Error(err)
+				return
 			}
 		}
 	})
@@ -317,4 +344,65 @@ func TestReleaseRacesReaders(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// TestSealedEnvelopesMatch: a sealed segment gives back every envelope
+// as it was appended (type, seq, time, flags, surface op, sources), with
+// the data of the non-releasable types and none of the releasable ones.
+func TestSealedEnvelopesMatch(t *testing.T) {
+	withSegmentSize(t, 3)
+	sink := &storeSink{}
+	l, err := NewLog(Header{ID: "s1"}, nil, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetSource(sink)
+	if _, err := l.Append(TypeTurnStart, TurnStart{Turn: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(TypeUserMessage, userMsg("go"), Surface()); err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 3; step++ {
+		appendStep(t, l, step)
+	}
+	if _, err := l.Append(TypeAssistantMsg, AssistantMessage{Turn: 1, Step: 4, Message: llm.Message{ID: "summary", Role: llm.RoleAssistant,
+		Content: []llm.Block{llm.TextBlock("summary")}}}, func(e *Event) {
+		e.SurfaceOp, e.SourceEventSeqs = &SurfaceOp{Replace: true, Start: 0, End: 2}, []int64{3, 4}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(TypeTitle, Title{Title: "t"}, Ignorable()); err != nil {
+		t.Fatal(err)
+	}
+	before := l.Events()
+	if err := l.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	v := l.View()
+	sealedEnd := v.Len() / 3 * 3
+	for seq := range v.Len() {
+		got, want := v.At(seq), before[seq]
+		if got.Type != want.Type || got.Seq != want.Seq || got.Time != want.Time || got.Ignorable != want.Ignorable ||
+			fmt.Sprint(got.SurfaceOp) != fmt.Sprint(want.SurfaceOp) || fmt.Sprint(got.SourceEventSeqs) != fmt.Sprint(want.SourceEventSeqs) {
+			t.Errorf("event %d: %+v, appended %+v", seq, got, want)
+		}
+		wantReleased := seq < sealedEnd && Releasable(want.Type)
+		if got.Released() != wantReleased || (!wantReleased && string(got.Data) != string(want.Data)) || (wantReleased && got.Data != nil) {
+			t.Errorf("event %d (%s): released %v data %q; want released %v", seq, got.Type, got.Released(), got.Data, wantReleased)
+		}
+	}
+	if e, ok := l.Latest(TypeTitle); !ok || e.Seq != v.Len()-1 {
+		t.Errorf("latest title: %+v", e)
+	}
+	var back []int64
+	for e := range v.Backward() {
+		back = append(back, e.Seq)
+		if len(back) == 3 {
+			break
+		}
+	}
+	if fmt.Sprint(back) != fmt.Sprint([]int64{v.Len() - 1, v.Len() - 2, v.Len() - 3}) {
+		t.Errorf("backward: %v", back)
+	}
 }

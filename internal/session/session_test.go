@@ -393,7 +393,7 @@ func TestLogLatest(t *testing.T) {
 	if e, ok := l.Latest(TypeTurnStart); !ok || e.Seq != 2 {
 		t.Fatalf("latest turn/start of the seed: %+v %v; want seq 2", e, ok)
 	}
-	view := l.Envelopes()
+	view := l.View()
 	if _, err := l.Append(TypeUserMessage, userMsg("hi"), Surface()); err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestLogLatest(t *testing.T) {
 	if _, ok := l.Latest(TypeToolResult); ok {
 		t.Fatal("latest tool/result of a log without one")
 	}
-	if len(view) != 3 || view[2].Seq != 2 || len(l.Envelopes()) != 5 {
-		t.Fatalf("views: %d then %d events", len(view), len(l.Envelopes()))
+	if view.Len() != 3 || view.At(2).Seq != 2 || l.View().Len() != 5 {
+		t.Fatalf("views: %d then %d events", view.Len(), l.View().Len())
 	}
 }

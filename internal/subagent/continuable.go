@@ -95,17 +95,19 @@ type ContinuableDescriptor struct {
 // events (after its fork seed, if any), and whether there was one. Its
 // Mode tells one-shot from continuable children.
 func ReadDescriptor(log *session.Log) (ContinuableDescriptor, bool) {
-	events := log.Envelopes()
-	start := 0
+	start := int64(0)
 	if n := log.Header().SeedLength; n != nil {
-		start = int(min(max(*n, 0), int64(len(events))))
+		start = max(*n, 0)
 	}
-	for i := len(events) - 1; i >= start; i-- {
-		if events[i].Type != session.TypeSubagentDescriptor {
+	for e := range log.View().Backward() {
+		if e.Seq < start {
+			break
+		}
+		if e.Type != session.TypeSubagentDescriptor {
 			continue
 		}
 		var d ContinuableDescriptor
-		if events[i].Decode(&d) == nil {
+		if e.Decode(&d) == nil {
 			return d, true
 		}
 	}

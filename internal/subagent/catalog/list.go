@@ -267,7 +267,7 @@ func (w *walker) read(ctx context.Context, id, parentID string) ([]Entry, error)
 					}
 				}
 			}
-			return Fold(h, log.Envelopes()), nil
+			return FoldSeq(h, log.View().All()), nil
 		}
 	}
 	h, events, err := w.deps.Store.Inspect(ctx, id)

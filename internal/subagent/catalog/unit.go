@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"iter"
 	"slices"
 
 	"github.com/dsh-dev/dsh/internal/projection"
@@ -63,9 +64,14 @@ func Unit(h session.Header) projection.Unit {
 // cold path of a listing, where attaching a registry to a transient log
 // would buy nothing.
 func Fold(h session.Header, events []session.Event) []Entry {
+	return FoldSeq(h, slices.Values(events))
+}
+
+// FoldSeq is [Fold] over an iterator of events (a live log's view).
+func FoldSeq(h session.Header, events iter.Seq[session.Event]) []Entry {
 	seed := seedLength(h)
 	var s []Entry
-	for _, e := range events {
+	for e := range events {
 		s = apply(seed, s, e)
 	}
 	return s
