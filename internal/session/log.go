@@ -45,11 +45,11 @@ type Log struct {
 	n         int64            // guarded by mu
 	size      int64            // immutable
 	latest    map[string]int64 // guarded by mu; the seq of the latest event of each type
-	surface   []llm.Message  // guarded by mu; derived model history
-	nodeSeqs  []int64        // guarded by mu; the event seq behind each surface node
-	pending   []Event        // guarded by mu; not yet in the sink
-	pendingAt time.Time      // guarded by mu; time of the oldest pending event
-	observers []observer     // guarded by mu; append-only, so a copied header stays valid
+	surface   []llm.Message    // guarded by mu; derived model history
+	nodeSeqs  []int64          // guarded by mu; the event seq behind each surface node
+	pending   []Event          // guarded by mu; not yet in the sink
+	pendingAt time.Time        // guarded by mu; time of the oldest pending event
+	observers []observer       // guarded by mu; append-only, so a copied header stays valid
 	// nextDeliver is the seq of the next event to hand to the observers;
 	// delivering is set while one appender does so (outside the lock).
 	nextDeliver int64                  // guarded by mu
