@@ -128,6 +128,10 @@ func runMemory(b *testing.B, steps int, args string) (peakKB int64, rss map[int]
 	if _, err := fmt.Sscan(string(raw), &peakKB); err != nil {
 		b.Fatalf("parse %q: %v", raw, err)
 	}
+	// CPU of the whole run: GNU time's own rusage counts the children it
+	// waited for, dsh and (through dsh) every command it ran.
+	st := c.ProcessState
+	rss[2_000_000] = int64((st.UserTime() + st.SystemTime()) / time.Microsecond)
 	return peakKB, rss
 }
 
@@ -148,6 +152,7 @@ func BenchmarkRunMemory(b *testing.B) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			var peak, first, last, file, hwm int64
+			var cpuMS float64
 			var perStep float64
 			for range b.N {
 				p, rss := runMemory(b, tc.steps, tc.args)
@@ -159,6 +164,7 @@ func BenchmarkRunMemory(b *testing.B) {
 				perStep = float64(to-from) / float64(tc.steps-100)
 				first, last, file = rss[1], to, rss[-tc.steps]
 				hwm = rss[1_000_000+tc.steps]
+				cpuMS = float64(rss[2_000_000]) / 1000 / float64(tc.steps)
 				b.Logf("RSS (MB) at requests 1, 100, %d: %.1f %.1f %.1f (of it file-backed: %.1f); peak %.1f (%.1f until the last request)", tc.steps, float64(rss[1])/1024, float64(from)/1024, float64(to)/1024, float64(file)/1024, float64(p)/1024, float64(hwm)/1024)
 			}
 			b.ReportMetric(float64(peak)/1024, "peak-rss-MB")
@@ -167,6 +173,7 @@ func BenchmarkRunMemory(b *testing.B) {
 			b.ReportMetric(perStep, "rss-KiB/step")
 			b.ReportMetric(float64(file)/1024, "rss-file-MB@last")
 			b.ReportMetric(float64(hwm)/1024, "peak-rss-MB@last-request")
+			b.ReportMetric(cpuMS, "cpu-ms/step")
 		})
 	}
 }

@@ -212,7 +212,6 @@ func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 	}
 	flushDue = len(l.pending) >= flushEvery || l.now().Sub(l.pendingAt) >= flushAfter
 	l.deliverLocked(e.Seq)
-	l.sealLocked()
 	return flushDue, nil
 }
 

@@ -62,12 +62,13 @@ func (e *ReleasedError) Error() string {
 func (e Event) Released() bool { return e.released }
 
 // SetSource lets the log release durable payloads (see [Releasable]) and
-// read them back from src. Call it before the log is shared.
+// read them back from src. Call it before the log is shared. Sealing
+// happens after a flush, so the readers that fold a resumed log's seed
+// while the session is wired read it from memory.
 func (l *Log) SetSource(src Source) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.source = src
-	l.sealLocked()
 }
 
 // readPage is how many stored events one read-back asks for.
