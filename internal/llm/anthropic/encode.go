@@ -36,25 +36,14 @@ type encoded struct {
 type encodeState struct {
 	msgs []encoded
 	// done is ","+turn for each of the doneTurns turns of
-	// msgs[:doneMsgs], in segments of about doneSegment bytes; a segment
+	// msgs[:doneMsgs], in segments of about llm.PieceSize bytes; a segment
 	// only grows past the length any body holds.
 	done                [][]byte
 	doneMsgs, doneTurns int
 }
 
-// doneSegment is the capacity of a new segment of encodeState.done.
-const doneSegment = 64 << 10
-
-// appendDone appends p to done: to the last segment where it has room
-// (past every length handed out, so no body sees the change), else to a
-// new segment.
-func (st *encodeState) appendDone(p []byte) {
-	if n := len(st.done); n > 0 && cap(st.done[n-1])-len(st.done[n-1]) >= len(p) {
-		st.done[n-1] = append(st.done[n-1], p...)
-		return
-	}
-	st.done = append(st.done, append(make([]byte, 0, max(doneSegment, len(p))), p...))
-}
+// appendDone appends p to done (see llm.AppendPieces).
+func (st *encodeState) appendDone(p []byte) { st.done = llm.AppendPieces(st.done, p) }
 
 // messagesKey splits a body encoded with nil Messages around them. What
 // precedes them (model, max_tokens, system) holds quotes only escaped

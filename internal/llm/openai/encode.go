@@ -37,14 +37,11 @@ type encodeState struct {
 	client *Client
 	msgs   []encoded
 	// done is ","+message for each wire message of msgs[:doneMsgs], in
-	// segments of about doneSegment bytes; a segment only grows past the
+	// segments of about llm.PieceSize bytes; a segment only grows past the
 	// length any body holds.
 	done     [][]byte
 	doneMsgs int
 }
-
-// doneSegment is the capacity of a new segment of encodeState.done.
-const doneSegment = 64 << 10
 
 // messagesKey splits a body encoded with nil Messages around them. The
 // model, the only member before them, is a JSON string, in which a quote
@@ -200,13 +197,5 @@ func (st *encodeState) assemble() (done [][]byte, rest []byte, err error) {
 	return slices.Clone(st.done), rest, nil
 }
 
-// appendDone appends p to done: to the last segment where it has room
-// (past every length handed out, so no body sees the change), else to a
-// new segment.
-func (st *encodeState) appendDone(p []byte) {
-	if n := len(st.done); n > 0 && cap(st.done[n-1])-len(st.done[n-1]) >= len(p) {
-		st.done[n-1] = append(st.done[n-1], p...)
-		return
-	}
-	st.done = append(st.done, append(make([]byte, 0, max(doneSegment, len(p))), p...))
-}
+// appendDone appends p to done (see llm.AppendPieces).
+func (st *encodeState) appendDone(p []byte) { st.done = llm.AppendPieces(st.done, p) }
