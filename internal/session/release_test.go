@@ -74,8 +74,10 @@ func appendStep(t *testing.T, l *Log, step int) {
 		Content: []llm.Block{llm.TextBlock(strings.Repeat("output of "+id+" ", 40))}}, Surface())
 }
 
-func TestReleaseKeepsEnvelopesAndReadsPayloadsBack(t *testing.T) {
-	withSegmentSize(t, 1)
+// threeSteps returns a log over a store-like sink, sealing, holding a
+// turn start, a prompt and three steps.
+func threeSteps(t *testing.T) (*Log, *storeSink) {
+	t.Helper()
 	sink := &storeSink{}
 	l, err := NewLog(Header{ID: "s1"}, nil, sink)
 	if err != nil {
@@ -91,6 +93,12 @@ func TestReleaseKeepsEnvelopesAndReadsPayloadsBack(t *testing.T) {
 	for step := 1; step <= 3; step++ {
 		appendStep(t, l, step)
 	}
+	return l, sink
+}
+
+func TestReleaseKeepsEnvelopesAndReadsPayloadsBack(t *testing.T) {
+	withSegmentSize(t, 1)
+	l, sink := threeSteps(t)
 	before := envelopes(l) // a view taken before the release
 	history := l.Messages()
 	if err := l.Flush(t.Context()); err != nil {
@@ -351,21 +359,7 @@ func TestReleaseRacesReaders(t *testing.T) {
 // the data of the non-releasable types and none of the releasable ones.
 func TestSealedEnvelopesMatch(t *testing.T) {
 	withSegmentSize(t, 3)
-	sink := &storeSink{}
-	l, err := NewLog(Header{ID: "s1"}, nil, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetSource(sink)
-	if _, err := l.Append(TypeTurnStart, TurnStart{Turn: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Append(TypeUserMessage, userMsg("go"), Surface()); err != nil {
-		t.Fatal(err)
-	}
-	for step := 1; step <= 3; step++ {
-		appendStep(t, l, step)
-	}
+	l, _ := threeSteps(t)
 	if _, err := l.Append(TypeAssistantMsg, AssistantMessage{Turn: 1, Step: 4, Message: llm.Message{ID: "summary", Role: llm.RoleAssistant,
 		Content: []llm.Block{llm.TextBlock("summary")}}}, func(e *Event) {
 		e.SurfaceOp, e.SourceEventSeqs = &SurfaceOp{Replace: true, Start: 0, End: 2}, []int64{3, 4}
