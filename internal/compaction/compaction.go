@@ -170,17 +170,7 @@ func New(opts Options) *Compactor {
 		// and order-independent, so events seen twice do no harm and
 		// none falls between the two.
 		c.log.Observe(c.m.fold)
-		// The sizes need the payloads; those released from memory are
-		// read back (none are when a session is just opened). One that
-		// cannot be read is measured from its envelope alone.
-		if err := c.log.Scan(context.Background(), 0, func(e session.Event) error {
-			c.m.fold(e)
-			return nil
-		}); err != nil {
-			for e := range c.log.View().All() {
-				c.m.fold(e)
-			}
-		}
+		c.m.foldBacklog(c.log)
 	}
 	return c
 }

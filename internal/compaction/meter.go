@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"unsafe"
@@ -92,6 +93,56 @@ func (m *meter) snapshot() meterState {
 	defer m.mu.Unlock()
 	m.headerLocked()
 	return meterState{header: m.header, window: m.window}
+}
+
+// foldBacklog folds what a meter attached to a log that already holds
+// events needs: every event from the oldest that can still matter on
+// (see backlogStart) and the latest request header and context. An
+// estimate then equals one made after folding the whole log
+// (TestBacklogFoldEqualsWholeFold), and a resumed long session is not
+// folded from its first event. The sizes need the payloads; those
+// released from memory are read back (none are when a session is just
+// opened); one that cannot be read is measured from its envelope alone.
+func (m *meter) foldBacklog(log *session.Log) {
+	from := backlogStart(log)
+	if err := log.Scan(context.Background(), from, func(e session.Event) error {
+		m.fold(e)
+		return nil
+	}); err != nil {
+		for e := range log.View().From(from) {
+			m.fold(e)
+		}
+	}
+	for _, typ := range []string{session.TypeRequestHeader, session.TypeRequestContext} {
+		if e, ok := log.Latest(typ); ok {
+			m.fold(e)
+		}
+	}
+}
+
+// backlogStart is the first seq whose event can matter to an estimate:
+// the lower of the latest surface replace and the oldest event behind a
+// node of the current surface (a compaction keeps a tail older than its
+// summary). Older events size no node, and an anchor older than the
+// latest replace measured a history that no longer exists. A log that
+// was never replaced is folded from 0.
+func backlogStart(log *session.Log) int64 {
+	replace := int64(-1)
+	for e := range log.View().Backward() {
+		if e.SurfaceOp != nil && e.SurfaceOp.Replace {
+			replace = e.Seq
+			break
+		}
+	}
+	if replace < 0 {
+		return 0
+	}
+	from := replace
+	seqs, _ := log.SurfaceView()
+	for _, s := range seqs {
+		from = min(from, s)
+	}
+	return from
 }
 
 // fold records one event.
