@@ -321,7 +321,7 @@ func (l *Log) Len() int {
 // from the source where released (see [Log.Scan]). It is for tests and
 // small logs: it has no context and holds the whole log; an event whose
 // payload cannot be read back keeps nil Data. Production readers use
-// [Log.Scan], [Log.Read] or [Log.Envelopes].
+// [Log.Scan], [Log.Read] or [Log.View].
 func (l *Log) Events() []Event {
 	out, err := l.Read(context.Background(), 0, -1)
 	if err != nil {
