@@ -26,11 +26,14 @@ import (
 
 // DefaultFloor is the limit on Go-managed memory when GOMEMLIMIT is not
 // set. Chosen by measurement (bench/README.md, "Memory and reopening long
-// sessions"): with a 2,000-step run's ~14 MiB live heap, 32 MiB cut the
-// peak RSS by ~5 MB at no measurable CPU per step, while fixed limits of
-// 24 and 20 MiB cut 2–3 MB more but doubled the CPU per step late in the
-// run (the collector running nearly every step).
-const DefaultFloor int64 = 32 << 20
+// sessions", "Released payloads"): with a 2,000-step run's ~14 MiB live
+// heap, 32 MiB cut the peak RSS by ~5 MB at no measurable CPU per step,
+// while fixed limits of 24 and 20 MiB doubled the CPU per step late in
+// the run (the collector running nearly every step). Once the live log
+// released its payloads (~6–8 MiB live), a 24 MiB floor, raised with the
+// live heap as below, cut the peak of 200 steps of 1 MB outputs by ~2 MB
+// at no measurable CPU.
+const DefaultFloor int64 = 24 << 20
 
 // EnvVar is the standard variable that overrides dsh's choice.
 const EnvVar = "GOMEMLIMIT"
