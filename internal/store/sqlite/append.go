@@ -40,14 +40,14 @@ func insertEventsSQL(rows int) string {
 // empty batch is a no-op. A session whose lease a live process holds is
 // refused with a *[BusyError]: its holder writes through its [Lease].
 func (s *Store) Append(ctx context.Context, id string, events []session.Event) error {
-	return s.appendChecked(ctx, id, events, func(ctx context.Context, tx *sql.Tx) error {
-		return s.checkNotLeased(ctx, tx, id)
+	return s.appendChecked(ctx, id, events, func(ctx context.Context, tx *sql.Tx, lease *sql.Stmt) error {
+		return s.checkNotLeased(ctx, tx, lease, id)
 	})
 }
 
 // appendChecked is Append with check run first in the write transaction
 // (the lease condition); a check error writes nothing.
-func (s *Store) appendChecked(ctx context.Context, id string, events []session.Event, check func(context.Context, *sql.Tx) error) error {
+func (s *Store) appendChecked(ctx context.Context, id string, events []session.Event, check func(context.Context, *sql.Tx, *sql.Stmt) error) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -64,7 +64,7 @@ func (s *Store) appendChecked(ctx context.Context, id string, events []session.E
 	}
 	defer enc.stop()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := check(ctx, tx); err != nil {
+		if err := check(ctx, tx, st.lease); err != nil {
 			return err
 		}
 		return s.appendTx(ctx, tx, st, id, enc)

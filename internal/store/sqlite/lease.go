@@ -57,9 +57,20 @@ type leaseRow struct {
 
 // readLease reads the lease of id inside tx; ok is false when the
 // session never had one.
-func readLease(ctx context.Context, tx *sql.Tx, id string) (r leaseRow, ok bool, err error) {
-	err = tx.QueryRowContext(ctx, `SELECT epoch, held, pid, host, start_id, label, since, expires_at
-		FROM leases WHERE session_id = ?`, id).Scan(&r.epoch, &r.held, &r.owner.PID, &r.owner.Host,
+// leaseSQL reads a session's lease row.
+const leaseSQL = `SELECT epoch, held, pid, host, start_id, label, since, expires_at
+		FROM leases WHERE session_id = ?`
+
+func readLease(ctx context.Context, tx *sql.Tx, prepared *sql.Stmt, id string) (r leaseRow, ok bool, err error) {
+	var row *sql.Row
+	if prepared != nil {
+		// Every append of a leased session reads its lease: prepared
+		// once, the query is not parsed again for each transaction.
+		row = tx.StmtContext(ctx, prepared).QueryRowContext(ctx, id)
+	} else {
+		row = tx.QueryRowContext(ctx, leaseSQL, id)
+	}
+	err = row.Scan(&r.epoch, &r.held, &r.owner.PID, &r.owner.Host,
 		&r.owner.Start, &r.owner.Label, &r.owner.Since, &r.expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return leaseRow{}, false, nil
@@ -81,8 +92,8 @@ func (r leaseRow) liveHolder(now int64) (Owner, bool) {
 
 // checkNotLeased refuses a write outside a lease to a session that a
 // live process holds.
-func (s *Store) checkNotLeased(ctx context.Context, tx *sql.Tx, id string) error {
-	r, ok, err := readLease(ctx, tx, id)
+func (s *Store) checkNotLeased(ctx context.Context, tx *sql.Tx, prepared *sql.Stmt, id string) error {
+	r, ok, err := readLease(ctx, tx, prepared, id)
 	if err != nil || !ok {
 		return err
 	}
@@ -135,7 +146,7 @@ func (s *Store) acquire(ctx context.Context, id, label string) (*Lease, error) {
 		if err != nil {
 			return fmt.Errorf("session %s: acquire: %w", id, err)
 		}
-		r, ok, err := readLease(ctx, tx, id)
+		r, ok, err := readLease(ctx, tx, nil, id)
 		if err != nil {
 			return err
 		}
@@ -222,7 +233,7 @@ func (l *Lease) renewLoop() {
 // *[LeaseLostError] when the lease is no longer this process's.
 func (l *Lease) Renew(ctx context.Context) error {
 	return l.s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := l.checkHeld(ctx, tx); err != nil {
+		if err := l.checkHeld(ctx, tx, nil); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE leases SET expires_at = ? WHERE session_id = ? AND epoch = ?`,
@@ -233,8 +244,8 @@ func (l *Lease) Renew(ctx context.Context) error {
 
 // checkHeld fails with a *LeaseLostError unless the stored lease is
 // still this one, and records the loss.
-func (l *Lease) checkHeld(ctx context.Context, tx *sql.Tx) error {
-	r, ok, err := readLease(ctx, tx, l.id)
+func (l *Lease) checkHeld(ctx context.Context, tx *sql.Tx, prepared *sql.Stmt) error {
+	r, ok, err := readLease(ctx, tx, prepared, l.id)
 	if err != nil {
 		return err
 	}

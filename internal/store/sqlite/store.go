@@ -274,7 +274,7 @@ func (s *Store) init(ctx context.Context) error {
 
 // appendStmts are the statements of an append, prepared on the writer.
 type appendStmts struct {
-	next, update, insert1, insertN, search *sql.Stmt
+	next, update, insert1, insertN, search, lease *sql.Stmt
 }
 
 // appendStmts returns the append statements, preparing them on first
@@ -295,6 +295,7 @@ func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error)
 	prep(&s.st.update, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
 	prep(&s.st.insert1, insertEventsSQL(1))
 	prep(&s.st.search, insertSearchSQL)
+	prep(&s.st.lease, leaseSQL)
 	if full {
 		prep(&s.st.insertN, insertEventsSQL(insertChunk))
 	}
@@ -309,7 +310,7 @@ func (s *Store) Close() error {
 		s.bg.Wait()
 	}
 	s.prepMu.Lock()
-	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN, s.st.search} {
+	for _, st := range []*sql.Stmt{s.st.next, s.st.update, s.st.insert1, s.st.insertN, s.st.search, s.st.lease} {
 		if st != nil {
 			st.Close()
 		}
