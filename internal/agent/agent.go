@@ -108,6 +108,9 @@ type Agent struct {
 	turn       int                     // guarded by mu; last turn number used
 	headerSent bool                    // a request/header was logged by this instance
 	lastHeader []byte
+	// lastInputs is what lastHeader was encoded from by this instance,
+	// so an unchanged header is recognised without encoding it again.
+	lastInputs *session.RequestHeaderData
 	// encoded keeps the adapter's encoding of the history between this
 	// instance's requests, so a step does not re-encode what the model
 	// already read.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -200,10 +201,22 @@ func (a *Agent) stream(ctx context.Context, turn, step int, cfg session.CallConf
 // when the route changes.
 func (a *Agent) logRequestHeader(cfg session.CallConfig, tools []llm.ToolSchema) error {
 	h := session.RequestHeaderData{Config: cfg, System: a.cfg.System, Tools: tools}
+	if a.headerSent && a.lastInputs != nil && sameHeader(*a.lastInputs, h) {
+		// The same inputs encode to the same bytes: nothing to log,
+		// and the ~33 KB header is not encoded again at every step.
+		return a.logRequestContext(cfg)
+	}
 	raw, err := json.Marshal(h)
 	if err != nil {
 		return err
 	}
+	// Keep copies: the caller's slice and temperature may be reused.
+	h.Tools = slices.Clone(tools)
+	if t := h.Config.Temperature; t != nil {
+		v := *t
+		h.Config.Temperature = &v
+	}
+	a.lastInputs = &h
 	if !a.headerSent || !bytes.Equal(raw, a.lastHeader) {
 		reason := "change"
 		switch {
@@ -217,6 +230,12 @@ func (a *Agent) logRequestHeader(cfg session.CallConfig, tools []llm.ToolSchema)
 		}
 		a.headerSent, a.lastHeader = true, raw
 	}
+	return a.logRequestContext(cfg)
+}
+
+// logRequestContext logs the request's context (route and window) when
+// it changed.
+func (a *Agent) logRequestContext(cfg session.CallConfig) error {
 	rc := session.RequestContext{Provider: cfg.Provider, Model: cfg.Model, ContextWindow: a.cfg.Route.Model.ContextWindow}
 	if rc != a.lastCtx {
 		if _, err := a.log.Append(session.TypeRequestContext, rc); err != nil {
@@ -225,6 +244,19 @@ func (a *Agent) logRequestHeader(cfg session.CallConfig, tools []llm.ToolSchema)
 		a.lastCtx = rc
 	}
 	return nil
+}
+
+// sameHeader reports whether two request headers hold the same values, so
+// that they encode to the same JSON.
+func sameHeader(a, b session.RequestHeaderData) bool {
+	ca, cb := a.Config, b.Config
+	if ca.Provider != cb.Provider || ca.Model != cb.Model || ca.Effort != cb.Effort || ca.MaxTokens != cb.MaxTokens ||
+		(ca.Temperature == nil) != (cb.Temperature == nil) || (ca.Temperature != nil && *ca.Temperature != *cb.Temperature) {
+		return false
+	}
+	return a.System == b.System && slices.EqualFunc(a.Tools, b.Tools, func(x, y llm.ToolSchema) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+	})
 }
 
 // requestHeaderPayload is the JSON encoding of session.RequestHeader{Header:
