@@ -40,6 +40,11 @@ type encodeState struct {
 	// only grows past the length any body holds.
 	done                [][]byte
 	doneMsgs, doneTurns int
+	// The last request's head (see llm.Head) and the request encoded
+	// without messages, and where they are cut.
+	head  llm.Head
+	frame []byte
+	cut   int
 }
 
 // appendDone appends p to done (see llm.AppendPieces).
@@ -58,26 +63,33 @@ var cacheMark = []byte(`,"cache_control":{"type":"ephemeral"}}`)
 // for buildRequest(req), with each history message converted, encoded
 // and assembled only once per req.EncodeCache.
 func encodeRequest(req llm.Request) (llmhttp.Body, error) {
-	head := req
-	head.Messages = nil
-	frame, err := json.Marshal(buildRequest(head))
-	if err != nil {
-		return nil, err
-	}
-	cut := bytes.Index(frame, messagesKey)
-	if cut < 0 {
-		// Not reachable with these types; encode the request whole.
-		raw, err := json.Marshal(buildRequest(req))
-		return llmhttp.Body{raw}, err
-	}
 	var (
-		done [][]byte
-		rest []byte
+		frame []byte
+		cut   int
+		done  [][]byte
+		rest  []byte
+		err   error
 	)
 	assemble := func(old any) any {
 		st, ok := old.(*encodeState)
 		if !ok {
 			st = &encodeState{}
+		}
+		if !st.head.Same(req) {
+			// A new head: the system prompt, tools or options changed
+			// (or this is the first request).
+			head := req
+			head.Messages = nil
+			f, ferr := json.Marshal(buildRequest(head))
+			if ferr != nil {
+				err = ferr
+				return nil
+			}
+			st.head, st.frame, st.cut = llm.HeadOf(req), f, bytes.Index(f, messagesKey)
+		}
+		frame, cut = st.frame, st.cut
+		if cut < 0 {
+			return st
 		}
 		if err = st.update(req.Messages); err != nil {
 			return nil
@@ -92,6 +104,11 @@ func encodeRequest(req llm.Request) (llmhttp.Body, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if cut < 0 {
+		// Not reachable with these types; encode the request whole.
+		raw, err := json.Marshal(buildRequest(req))
+		return llmhttp.Body{raw}, err
 	}
 	open := append(frame[:cut:cut], `,"messages":`...)
 	body := llmhttp.Body{open}

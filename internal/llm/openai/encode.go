@@ -41,6 +41,13 @@ type encodeState struct {
 	// length any body holds.
 	done     [][]byte
 	doneMsgs int
+	// The last request's head (see llm.Head) and its encoding: the
+	// request without messages, where they are cut, and the system
+	// message.
+	head   llm.Head
+	frame  []byte
+	cut    int
+	system []byte
 }
 
 // messagesKey splits a body encoded with nil Messages around them. The
@@ -52,28 +59,24 @@ var messagesKey = []byte(`,"messages":null,`)
 // for c.buildRequest(req), with each history message converted, encoded
 // and assembled only once per req.EncodeCache.
 func (c *Client) encodeRequest(req llm.Request) (llmhttp.Body, error) {
-	head := c.buildRequest(llm.Request{
-		Model: req.Model, Tools: req.Tools, Effort: req.Effort,
-		MaxTokens: req.MaxTokens, Temperature: req.Temperature,
-	})
-	frame, err := json.Marshal(head)
-	if err != nil {
-		return nil, err
-	}
-	cut := bytes.Index(frame, messagesKey)
-	if cut < 0 {
-		// Not reachable with these types; encode the request whole.
-		raw, err := json.Marshal(c.buildRequest(req))
-		return llmhttp.Body{raw}, err
-	}
 	var (
-		done [][]byte
-		rest []byte
+		frame, system []byte
+		cut           int
+		done          [][]byte
+		rest          []byte
+		err           error
 	)
 	assemble := func(old any) any {
 		st, ok := old.(*encodeState)
 		if !ok || st.client != c {
 			st = &encodeState{client: c}
+		}
+		if err = st.encodeHead(req); err != nil {
+			return nil
+		}
+		frame, cut, system = st.frame, st.cut, st.system
+		if cut < 0 {
+			return st
 		}
 		if err = st.update(req.Messages); err != nil {
 			return nil
@@ -89,13 +92,10 @@ func (c *Client) encodeRequest(req llm.Request) (llmhttp.Body, error) {
 	if err != nil {
 		return nil, err
 	}
-	var system []byte
-	if req.System != "" {
-		raw, err := json.Marshal(chatMessage{Role: "system", Content: req.System})
-		if err != nil {
-			return nil, err
-		}
-		system = append([]byte{','}, raw...)
+	if cut < 0 {
+		// Not reachable with these types; encode the request whole.
+		raw, err := json.Marshal(c.buildRequest(req))
+		return llmhttp.Body{raw}, err
 	}
 	open := append(frame[:cut:cut], `,"messages":`...)
 	body := llmhttp.Body{open}
@@ -119,6 +119,33 @@ func (c *Client) encodeRequest(req llm.Request) (llmhttp.Body, error) {
 		body = append(body, []byte{']'})
 	}
 	return append(body, frame[cut+len(messagesKey)-1:]), nil
+}
+
+// encodeHead encodes the request around its messages and the system
+// message, unless the last request had the same head (see llm.Head).
+// Bodies only ever read the encoding, so it is shared between them.
+func (st *encodeState) encodeHead(req llm.Request) error {
+	if st.head.Same(req) {
+		return nil
+	}
+	c := st.client
+	frame, err := json.Marshal(c.buildRequest(llm.Request{
+		Model: req.Model, Tools: req.Tools, Effort: req.Effort,
+		MaxTokens: req.MaxTokens, Temperature: req.Temperature,
+	}))
+	if err != nil {
+		return err
+	}
+	var system []byte
+	if req.System != "" {
+		raw, err := json.Marshal(chatMessage{Role: "system", Content: req.System})
+		if err != nil {
+			return err
+		}
+		system = append([]byte{','}, raw...)
+	}
+	st.head, st.frame, st.cut, st.system = llm.HeadOf(req), frame, bytes.Index(frame, messagesKey), system
+	return nil
 }
 
 // update encodes msgs, reusing the encoding of the longest prefix of msgs
