@@ -74,9 +74,9 @@ func appendStep(t *testing.T, l *Log, step int) {
 		Content: []llm.Block{llm.TextBlock(strings.Repeat("output of "+id+" ", 40))}}, Surface())
 }
 
-// threeSteps returns a log over a store-like sink, sealing, holding a
-// turn start, a prompt and three steps.
-func threeSteps(t *testing.T) (*Log, *storeSink) {
+// sourcedLog returns an empty log over a store-like sink that is also
+// its source, so it seals.
+func sourcedLog(t *testing.T) (*Log, *storeSink) {
 	t.Helper()
 	sink := &storeSink{}
 	l, err := NewLog(Header{ID: "s1"}, nil, sink)
@@ -84,6 +84,14 @@ func threeSteps(t *testing.T) (*Log, *storeSink) {
 		t.Fatal(err)
 	}
 	l.SetSource(sink)
+	return l, sink
+}
+
+// threeSteps returns a log over a store-like sink, sealing, holding a
+// turn start, a prompt and three steps.
+func threeSteps(t *testing.T) (*Log, *storeSink) {
+	t.Helper()
+	l, sink := sourcedLog(t)
 	if _, err := l.Append(TypeTurnStart, TurnStart{Turn: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -183,12 +191,7 @@ func TestReleaseKeepsEnvelopesAndReadsPayloadsBack(t *testing.T) {
 
 func TestReleaseReadBackErrors(t *testing.T) {
 	withSegmentSize(t, 1)
-	sink := &storeSink{}
-	l, err := NewLog(Header{ID: "s1"}, nil, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetSource(sink)
+	l, sink := sourcedLog(t)
 	appendStep(t, l, 1)
 	if err := l.Flush(t.Context()); err != nil {
 		t.Fatal(err)
@@ -292,12 +295,7 @@ func TestReleaseOfASeed(t *testing.T) {
 // while appends flush and release (run with -race).
 func TestReleaseRacesReaders(t *testing.T) {
 	withSegmentSize(t, 1)
-	sink := &storeSink{}
-	l, err := NewLog(Header{ID: "s1"}, nil, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetSource(sink)
+	l, _ := sourcedLog(t)
 	l.Observe(func(e Event) {
 		if e.Released() || e.Data == nil {
 			t.Errorf("observer got event %d without data", e.Seq)
