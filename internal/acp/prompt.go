@@ -33,6 +33,11 @@ type sess struct {
 	cur     *turnWait       // guarded by mu; the prompt in flight
 	asked   map[string]bool // guarded by mu; approval ids the pump has passed
 	changed chan struct{}   // guarded by mu; closed and replaced after each batch
+	// shownMode and shownPlan are the preset and plan mode whose updates
+	// the client has been sent (tr's run ahead of the writes), so that
+	// session/set_mode answers after its current_mode_update.
+	shownMode string // guarded by mu
+	shownPlan bool   // guarded by mu
 }
 
 // turnWait is a prompt waiting for its turn to end.
@@ -45,7 +50,7 @@ type turnWait struct {
 func newSess(s *server, id string, tr *translator) *sess {
 	ctx, cancel := context.WithCancel(s.ctx)
 	return &sess{s: s, id: id, ctx: ctx, cancel: cancel, done: make(chan struct{}), tr: tr,
-		asked: map[string]bool{}, changed: make(chan struct{})}
+		asked: map[string]bool{}, changed: make(chan struct{}), shownMode: tr.mode, shownPlan: tr.plan}
 }
 
 // pump follows the session's log from after and writes its updates.
@@ -89,6 +94,7 @@ func (ss *sess) pump(after int64) {
 func (ss *sess) note(e session.Event, te *session.TurnEnd) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.shownMode, ss.shownPlan = ss.tr.mode, ss.tr.plan
 	switch e.Type {
 	case session.TypeUserMessage:
 		var m llm.Message
@@ -150,7 +156,7 @@ func (ss *sess) waitIdle(ctx context.Context) {
 }
 
 func (ss *sess) waitMode(ctx context.Context, mode string) {
-	ss.waitFor(ctx, func() bool { return ss.tr.mode == mode })
+	ss.waitFor(ctx, func() bool { return ss.shownMode == mode })
 }
 
 func (ss *sess) planMode() bool {

@@ -368,7 +368,7 @@ func (s *server) setMode(ctx context.Context, params json.RawMessage) (any, *jso
 			return nil, hostError(err)
 		}
 		// The pump sends current_mode_update when it reads plan/mode.
-		ss.waitFor(ctx, func() bool { return ss.tr.plan })
+		ss.waitFor(ctx, func() bool { return ss.shownPlan })
 		return obj{}, nil
 	}
 	if _, ok := permission.LookupPreset(p.ModeID); !ok {
@@ -380,7 +380,7 @@ func (s *server) setMode(ctx context.Context, params json.RawMessage) (any, *jso
 		if err := s.h.SetPlanMode(ctx, ss.id, false); err != nil {
 			return nil, hostError(err)
 		}
-		ss.waitFor(ctx, func() bool { return !ss.tr.plan })
+		ss.waitFor(ctx, func() bool { return !ss.shownPlan })
 		if p.ModeID == ss.currentMode() {
 			return obj{}, nil
 		}
