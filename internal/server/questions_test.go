@@ -152,14 +152,22 @@ func TestPlanOverHTTP(t *testing.T) {
 	if info.PlanMode {
 		t.Fatal("plan mode still on after approval")
 	}
-	// The web toggle: on, then off, on the idle session.
+	// The web toggle: on, then off, after the turn. The run may still be
+	// ending when the turn's end is streamed; a change asked then is
+	// applied when it ends, so wait for the feed to announce it.
 	e.call("POST", "/api/sessions/"+id+"/plan", map[string]any{"active": true}, 204, nil)
+	if pm := feedUntil(t, feed, host.FeedPlanMode); pm.Active == nil || !*pm.Active {
+		t.Fatalf("toggle on: plan-mode %+v", pm)
+	}
 	e.call("GET", "/api/sessions/"+id, nil, 200, &info)
 	if !info.PlanMode {
 		t.Fatal("toggle on did not take")
 	}
 	e.wantError(e.req("POST", "/api/sessions/"+id+"/plan", map[string]any{}), 400, "INVALID_ARGUMENT")
 	e.call("POST", "/api/sessions/"+id+"/plan", map[string]any{"active": false}, 204, nil)
+	if pm := feedUntil(t, feed, host.FeedPlanMode); pm.Active == nil || *pm.Active {
+		t.Fatalf("toggle off: plan-mode %+v", pm)
+	}
 	e.call("GET", "/api/sessions/"+id, nil, 200, &info)
 	if info.PlanMode {
 		t.Fatal("toggle off did not take")
