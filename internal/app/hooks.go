@@ -418,10 +418,12 @@ func lastAssistantText(log *session.Log) string {
 }
 
 // promptText is the text of the human messages entering a step.
+// Only a person's messages count: a turn a settle notice, a job notice or
+// a goal round woke carries no prompt, so it fires no UserPromptSubmit.
 func promptText(msgs []llm.Message) string {
 	var parts []string
 	for _, m := range msgs {
-		if m.Role != llm.RoleUser {
+		if m.Role != llm.RoleUser || (m.Source.Kind != "user" && m.Source.Kind != "") {
 			continue
 		}
 		for _, blk := range m.Content {
