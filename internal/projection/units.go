@@ -1,7 +1,6 @@
 package projection
 
 import (
-	"encoding/json"
 	"slices"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -100,11 +99,8 @@ func TokenUsageUnit() Unit {
 		if e.Type != session.TypeAssistantMsg {
 			return s
 		}
-		var p struct {
-			Turn  int        `json:"turn"`
-			Usage *llm.Usage `json:"usage"`
-		}
-		if e.Decode(&p) != nil || p.Usage == nil || p.Usage.IsZero() {
+		p, err := session.PeekAssistant(e.Data)
+		if err != nil || p.Usage == nil || p.Usage.IsZero() {
 			return s
 		}
 		s.Total.Add(*p.Usage)
@@ -183,16 +179,11 @@ func applyPressure(s ContextPressure, e session.Event) ContextPressure {
 	case session.TypeUserMessage, session.TypeToolResult:
 		return s.surface(e, true).estimate()
 	case session.TypeAssistantMsg:
-		var p struct {
-			Message struct {
-				Content []json.RawMessage `json:"content"`
-			} `json:"message"`
-			Usage *llm.Usage `json:"usage"`
-		}
-		if e.Decode(&p) != nil {
+		p, err := session.PeekAssistant(e.Data)
+		if err != nil {
 			return s
 		}
-		isNode := len(p.Message.Content) > 0
+		isNode := !p.Empty
 		if p.Usage == nil || p.Usage.IsZero() {
 			return s.surface(e, isNode).estimate()
 		}

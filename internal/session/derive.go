@@ -31,31 +31,16 @@ func foldSurface(nodes []llm.Message, e Event) ([]llm.Message, error) {
 	if !IsSurfaceType(e.Type) {
 		return nodes, nil
 	}
-	var msg llm.Message
-	switch e.Type {
-	case TypeUserMessage:
-		if err := e.Decode(&msg); err != nil {
-			return nil, err
+	msg, node, err := surfaceMessage(e)
+	if err != nil {
+		return nil, err
+	}
+	if !node {
+		// An empty anchor keeps seq bookkeeping but is not history.
+		if e.SurfaceOp != nil && e.SurfaceOp.Replace {
+			return replaceNodes(nodes, e, nil)
 		}
-	case TypeAssistantMsg:
-		var am AssistantMessage
-		if err := e.Decode(&am); err != nil {
-			return nil, err
-		}
-		msg = am.Message
-		if len(msg.Content) == 0 {
-			// An empty anchor keeps seq bookkeeping but is not history.
-			if e.SurfaceOp != nil && e.SurfaceOp.Replace {
-				return replaceNodes(nodes, e, nil)
-			}
-			return nodes, nil
-		}
-	case TypeToolResult:
-		var tr ToolResult
-		if err := e.Decode(&tr); err != nil {
-			return nil, err
-		}
-		msg = ToolResultMessage(tr)
+		return nodes, nil
 	}
 	if e.SurfaceOp != nil && e.SurfaceOp.Replace {
 		return replaceNodes(nodes, e, &msg)
@@ -63,11 +48,38 @@ func foldSurface(nodes []llm.Message, e Event) ([]llm.Message, error) {
 	return append(nodes, msg), nil
 }
 
-func replaceNodes(nodes []llm.Message, e Event, msg *llm.Message) ([]llm.Message, error) {
-	op := e.SurfaceOp
-	if op.Start < 0 || op.End < op.Start || op.End >= len(nodes) {
-		return nil, fmt.Errorf("event %d: replace range [%d,%d] outside %d surface nodes", e.Seq, op.Start, op.End, len(nodes))
+// surfaceMessage decodes the history message of a surface event; node is
+// false for an empty assistant message, which is not history.
+func surfaceMessage(e Event) (msg llm.Message, node bool, err error) {
+	switch e.Type {
+	case TypeUserMessage:
+		if err := e.Decode(&msg); err != nil {
+			return msg, false, err
+		}
+	case TypeAssistantMsg:
+		var am AssistantMessage
+		if err := e.Decode(&am); err != nil {
+			return msg, false, err
+		}
+		if len(am.Message.Content) == 0 {
+			return msg, false, nil
+		}
+		msg = am.Message
+	case TypeToolResult:
+		var tr ToolResult
+		if err := e.Decode(&tr); err != nil {
+			return msg, false, err
+		}
+		msg = ToolResultMessage(tr)
 	}
+	return msg, true, nil
+}
+
+func replaceNodes(nodes []llm.Message, e Event, msg *llm.Message) ([]llm.Message, error) {
+	if err := checkReplace(e, len(nodes)); err != nil {
+		return nil, err
+	}
+	op := e.SurfaceOp
 	out := append([]llm.Message(nil), nodes[:op.Start]...)
 	if msg != nil {
 		out = append(out, *msg)
@@ -90,4 +102,13 @@ func ToolResultMessage(tr ToolResult) llm.Message {
 		}},
 		Source: llm.Source{Kind: "tool"},
 	}
+}
+
+// checkReplace checks a replace op's range against n surface nodes.
+func checkReplace(e Event, n int) error {
+	op := e.SurfaceOp
+	if op.Start < 0 || op.End < op.Start || op.End >= n {
+		return fmt.Errorf("event %d: replace range [%d,%d] outside %d surface nodes", e.Seq, op.Start, op.End, n)
+	}
+	return nil
 }

@@ -94,11 +94,11 @@ func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
 		if err != nil {
 			return nil, &FormatError{SessionID: h.ID, Seq: int64(i), Reason: err.Error()}
 		}
-		if err := l.foldSurfaceLocked(e); err != nil {
-			return nil, err
-		}
 		l.putLocked(e)
 		l.latest[e.Type] = e.Seq
+	}
+	if err := l.foldSeedLocked(seed); err != nil {
+		return nil, err
 	}
 	l.durable = int64(len(seed))
 	return l, nil

@@ -65,7 +65,7 @@ func (s *scanner) value(depth int) error {
 	case c == '[':
 		return s.array(depth)
 	case c == '"':
-		_, err := s.str()
+		_, err := s.str(false)
 		return err
 	case c == 't':
 		return s.lit("true")
@@ -136,9 +136,12 @@ func (s *scanner) numberSyntax() error {
 	return nil
 }
 
-// str scans a string and returns its raw contents (between the quotes)
-// and whether it had escapes folded into the result.
-func (s *scanner) str() ([]byte, error) {
+// str scans a string and, when key is set, returns its contents with
+// any escapes decoded (an object key, compared for duplicates). A value's
+// contents are only checked: the escapes' syntax, control characters,
+// UTF-8 and surrogates are what a decoder could reject or replace, and
+// decoding them too was most of what checking a log's payloads cost.
+func (s *scanner) str(key bool) ([]byte, error) {
 	s.i++ // opening quote
 	start := s.i
 	escaped := false
@@ -154,13 +157,16 @@ func (s *scanner) str() ([]byte, error) {
 				}
 				return raw, nil
 			}
+			if !utf8.Valid(raw) || !validSurrogates(raw) {
+				return nil, s.errf("invalid UTF-8 in string")
+			}
+			if !key {
+				return nil, nil
+			}
 			// Decode escapes so that "a" and "\u0061" compare equal.
 			var out string
 			if err := json.Unmarshal(s.data[start-1:s.i], &out); err != nil {
 				return nil, s.errf("invalid string: %v", err)
-			}
-			if !utf8.Valid(raw) || !validSurrogates(raw) {
-				return nil, s.errf("invalid UTF-8 in string")
 			}
 			return []byte(out), nil
 		case c == '\\':
@@ -287,7 +293,7 @@ func (s *scanner) object(depth int) error {
 		if s.i >= len(s.data) || s.data[s.i] != '"' {
 			return s.errf("expected object key")
 		}
-		key, err := s.str()
+		key, err := s.str(true)
 		if err != nil {
 			return err
 		}
