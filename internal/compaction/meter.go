@@ -105,7 +105,10 @@ func (m *meter) snapshot() meterState {
 // opened); one that cannot be read is measured from its envelope alone.
 func (m *meter) foldBacklog(log *session.Log) {
 	from := backlogStart(log)
-	if err := log.Scan(context.Background(), from, func(e session.Event) error {
+	// The surface events give the sizes; the header and context come
+	// from their latest events below.
+	surface := []string{session.TypeUserMessage, session.TypeToolResult, session.TypeAssistantMsg}
+	if err := log.ScanTypes(context.Background(), from, surface, func(e session.Event) error {
 		m.fold(e)
 		return nil
 	}); err != nil {

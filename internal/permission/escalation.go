@@ -147,7 +147,7 @@ func (e *Escalation) priorDenial(ctx context.Context, callID, command string) st
 	// back (an escalation is rare; the read is one pass over the log).
 	var runs []bashRun
 	open := map[string]int{}
-	if err := e.Log.Scan(ctx, 0, func(ev session.Event) error {
+	if err := e.Log.ScanTypes(ctx, 0, bashRunTypes, func(ev session.Event) error {
 		runs = foldBashRun(runs, open, ev)
 		return nil
 	}); err != nil {
@@ -180,6 +180,9 @@ func (e *Escalation) priorDenial(ctx context.Context, callID, command string) st
 	}
 	return "no earlier run of this exact command in this session was refused by the sandbox. Run it without sandbox_permissions first." + retry
 }
+
+// bashRunTypes are the event types foldBashRun reads.
+var bashRunTypes = []string{session.TypeToolCall, session.TypeApprovalAsked, session.TypeToolResult}
 
 // foldBashRun folds one event into the session's bash calls, in order;
 // open maps a call id to the index of its run awaiting a result.

@@ -37,6 +37,12 @@ type Unit struct {
 	// touch the log. It must not mutate state: return state itself when
 	// nothing changed, a new value otherwise.
 	Apply func(state any, e session.Event) any
+	// Types lists the event types Apply folds; nil means every type.
+	// Apply is called only with these (other events still advance the
+	// unit's watermark), and the first fold of a log reads only them, so
+	// the payloads of other types a resumed log left in the store are
+	// not read back.
+	Types []string
 }
 
 // Typed builds a Unit from a typed fold, so unit authors work with their
@@ -141,13 +147,19 @@ func (r *Registry) AttachFrom(log *session.Log, from map[string]Checkpoint) *Pro
 		p.mu.Unlock()
 		return nil
 	}
-	if err := log.Scan(context.Background(), 0, fold); err != nil {
+	// Every event before n is in the scan's view: the units have seen
+	// (or had no use for) all of them.
+	n := log.View().Len()
+	if err := log.ScanTypes(context.Background(), 0, unionTypes(units), fold); err != nil {
 		for e := range log.View().All() {
 			_ = fold(e)
 		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for i := range p.cells {
+		p.cells[i].mark = max(p.cells[i].mark, n-1)
+	}
 	for _, e := range p.early {
 		p.foldLocked(e)
 	}
@@ -187,7 +199,9 @@ func (p *Projections) foldLocked(e session.Event) {
 		if e.Seq <= c.mark {
 			continue // already folded (checkpoint or duplicate delivery)
 		}
-		c.state = c.unit.Apply(c.state, e)
+		if c.unit.Types == nil || slices.Contains(c.unit.Types, e.Type) {
+			c.state = c.unit.Apply(c.state, e)
+		}
 		c.mark = e.Seq
 	}
 }
@@ -246,4 +260,23 @@ func (p *Projections) Checkpoints() map[string]Checkpoint {
 // Keys returns the attached keys, sorted.
 func (p *Projections) Keys() []string {
 	return slices.Sorted(maps.Keys(p.index))
+}
+
+// unionTypes is the types some unit folds; nil when one folds every type.
+func unionTypes(units []Unit) []string {
+	var out []string
+	for _, u := range units {
+		if u.Types == nil {
+			return nil
+		}
+		for _, t := range u.Types {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out
 }

@@ -206,5 +206,8 @@ func (e Event) validateEnvelope() error {
 	if !IsSurfaceType(e.Type) && e.SurfaceOp != nil && knownTypes[e.Type] {
 		return fmt.Errorf("log-only event %d (%s) has a surfaceOp", e.Seq, e.Type)
 	}
+	if Bare(e.Type) && (e.Ignorable || e.SourceEventSeqs != nil) {
+		return fmt.Errorf("event %d (%s) has flags or source seqs; its envelope is its type, seq and time only", e.Seq, e.Type)
+	}
 	return nil
 }

@@ -78,8 +78,8 @@ func peekAssistant(data []byte) (m AssistantMeta, ok bool) {
 				return m, false
 			}
 			if !bytes.Equal(raw, []byte("null")) {
-				var u llm.Usage
-				if json.Unmarshal(raw, &u) != nil {
+				u, ok := peekUsage(raw)
+				if !ok {
 					return m, false
 				}
 				m.Usage = &u
@@ -95,6 +95,48 @@ func peekAssistant(data []byte) (m AssistantMeta, ok bool) {
 	}
 	p.ws()
 	return m, p.i == len(p.b)
+}
+
+// usageKeys are llm.Usage's JSON keys, in field order.
+var usageKeys = [...]string{"inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens", "reasoningTokens"}
+
+// peekUsage reads a usage object of plain integers; anything else (ok
+// false) goes through encoding/json.
+func peekUsage(raw []byte) (u llm.Usage, ok bool) {
+	p := peeker{b: raw}
+	if !p.objectStart() {
+		return u, false
+	}
+	fields := [...]*int64{&u.InputTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.OutputTokens, &u.ReasoningTokens}
+	for first := true; ; first = false {
+		key, more, ok := p.nextKey(first)
+		if !ok {
+			return u, false
+		}
+		if !more {
+			p.ws()
+			return u, p.i == len(p.b)
+		}
+		k := -1
+		for i, name := range usageKeys {
+			if key == name {
+				k = i
+			} else if foldsTo(key, name) {
+				return u, false
+			}
+		}
+		if k < 0 {
+			if _, ok := p.skip(); !ok {
+				return u, false
+			}
+			continue
+		}
+		n, ok := p.integer()
+		if !ok {
+			return u, false
+		}
+		*fields[k] = int64(n)
+	}
 }
 
 // messageEmpty reads a message object and reports whether its content

@@ -42,6 +42,10 @@ var peekSeeds = []string{
 	`{"turn":1,"message":{"content":[{"a":[1,{"b":"]}"}]}]},"usage":{"inputTokens":1e2}}`,
 	`{"turn":99999999999999999999}`,
 	`[]`,
+	`{"turn":1,"usage":{"inputTokens":1,"InputTokens":2}}`,
+	`{"turn":1,"usage":{"inputTokens":null,"other":{"x":[1]},"reasoningTokens":-3}}`,
+	`{"turn":1,"usage":{"outputTokens":5} }`,
+	`{"turn":1,"usage":[]}`,
 	`{"turn":1,"extra":{"nested":[true,false,null,"\\\""]},"message":{"content":[{}]}}`,
 }
 

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // Released payloads.
@@ -47,6 +48,21 @@ func Releasable(typ string) bool {
 	return false
 }
 
+// Bare reports whether events of type typ have an envelope that is
+// their type, seq and time alone: the validation refuses a surface op,
+// source seqs or the ignorable flag on them. A store can then hand a log
+// one of them released ([ReleasedEvent]) from its columns, without
+// reading its body: a resumed long session's streamed chunks, three in
+// four of its events, are never read unless someone reads them.
+func Bare(typ string) bool { return typ == TypeAssistantChunk }
+
+// ReleasedEvent is the envelope of a stored event of a [Bare] type whose
+// data was not read. A log seeded with it holds it released (see
+// [Releasable]) and reads its data back from its [Source] when asked.
+func ReleasedEvent(typ string, seq, time int64) Event {
+	return Event{Type: typ, Seq: seq, Time: time, released: true}
+}
+
 // ReleasedError is what [Event.Decode] returns for an event whose data
 // the log released; read the event with [Log.Scan] or [Log.Read].
 type ReleasedError struct {
@@ -77,13 +93,32 @@ const readPage = 256
 // fill reads the released payloads among evs (a copy the caller owns,
 // in seq order) back from the source.
 func (l *Log) fill(ctx context.Context, evs []Event) error {
+	return l.fillWanted(ctx, evs, nil)
+}
+
+// fillWanted is fill of the released events want accepts (nil: all).
+func (l *Log) fillWanted(ctx context.Context, evs []Event, want func(string) bool) error {
+	l.mu.Lock()
+	src := l.source
+	l.mu.Unlock()
+	wanted := func(e *Event) bool { return e.released && (want == nil || want(e.Type)) }
 	for i := 0; i < len(evs); {
-		if !evs[i].released {
+		if !wanted(&evs[i]) {
 			i++
 			continue
 		}
+		if src == nil {
+			return fmt.Errorf("session %s: event %d was not read and the log has no source to read it from", l.header.ID, evs[i].Seq)
+		}
+		// One read up to the last wanted event of this page.
+		last := i
+		for j := i; j < len(evs) && j < i+readPage; j++ {
+			if wanted(&evs[j]) {
+				last = j
+			}
+		}
 		from := evs[i].Seq
-		page, err := l.source.ReadPage(ctx, l.header.ID, from, min(readPage, len(evs)-i))
+		page, err := src.ReadPage(ctx, l.header.ID, from, last-i+1)
 		if err != nil {
 			return fmt.Errorf("session %s: read back event %d: %w", l.header.ID, from, err)
 		}
@@ -95,7 +130,7 @@ func (l *Log) fill(ctx context.Context, evs []Event) error {
 			if j >= len(evs) || evs[j].Seq != s.Seq {
 				break
 			}
-			if evs[j].released {
+			if wanted(&evs[j]) {
 				if s.Type != evs[j].Type {
 					return fmt.Errorf("session %s: event %d is %s in the store, %s in the log", l.header.ID, s.Seq, s.Type, evs[j].Type)
 				}
@@ -113,15 +148,29 @@ func (l *Log) fill(ctx context.Context, evs []Event) error {
 // first error fn returns and returns it. Events appended while it scans
 // are not included.
 func (l *Log) Scan(ctx context.Context, from int64, fn func(Event) error) error {
+	return l.ScanTypes(ctx, from, nil, fn)
+}
+
+// ScanTypes is [Log.Scan] of the events whose type is in types (nil:
+// every event): only their payloads are read back, so a fold of a few
+// types over a resumed long log does not read its chunks.
+func (l *Log) ScanTypes(ctx context.Context, from int64, types []string, fn func(Event) error) error {
+	var want func(string) bool
+	if types != nil {
+		want = func(typ string) bool { return slices.Contains(types, typ) }
+	}
 	view := l.View()
 	for i := max(from, 0); i < view.Len(); i += readPage {
 		page := view.Slice(i, i+readPage)
 		if hasReleased(page) {
-			if err := l.fill(ctx, page); err != nil {
+			if err := l.fillWanted(ctx, page, want); err != nil {
 				return err
 			}
 		}
 		for _, e := range page {
+			if want != nil && !want(e.Type) {
+				continue
+			}
 			if err := fn(e); err != nil {
 				return err
 			}

@@ -105,7 +105,11 @@ type Lease interface {
 	Renew(ctx context.Context) error
 	// Append appends under the lease; it implements [session.Sink].
 	Append(ctx context.Context, id string, events []session.Event) error
-	// Load reads the leased session, repairing it under the lease.
+	// Load reads the leased session, repairing it under the lease, to
+	// seed its live [session.Log]: the bodies of events of a
+	// [session.Bare] type are not read (they are
+	// [session.ReleasedEvent]s, which the log reads back from its
+	// source when someone asks for them).
 	Load(ctx context.Context) (session.Header, []session.Event, error)
 	// Release gives the lease up; idempotent.
 	Release(ctx context.Context) error

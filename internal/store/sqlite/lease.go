@@ -278,9 +278,11 @@ func (l *Lease) Append(ctx context.Context, id string, events []session.Event) e
 
 // Load reads the leased session like [Store.Load], repairing a log left
 // open by a crash (the previous holder's, after a takeover) with
-// appends under this lease.
+// appends under this lease, except that the events of a [session.Bare]
+// type come without their bodies, as [session.ReleasedEvent]s: it seeds
+// the session's live log, which reads them back when asked.
 func (l *Lease) Load(ctx context.Context) (session.Header, []session.Event, error) {
-	return l.s.load(ctx, l.id, l.Append)
+	return l.s.load(ctx, l.id, l.Append, true)
 }
 
 // Release stops the renewal and gives the lease up, so that another

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 
 	"github.com/dsh-dev/dsh/internal/session"
 )
@@ -32,13 +30,14 @@ const repairAttempts = 3
 // *[BusyError] when it needs repair; its holder loads it with
 // [Lease.Load].
 func (s *Store) Load(ctx context.Context, id string) (session.Header, []session.Event, error) {
-	return s.load(ctx, id, s.Append)
+	return s.load(ctx, id, s.Append, false)
 }
 
-// load is Load with the repair written through appendFn.
-func (s *Store) load(ctx context.Context, id string, appendFn func(context.Context, string, []session.Event) error) (session.Header, []session.Event, error) {
+// load is Load with the repair written through appendFn; bare leaves
+// the bodies of session.Bare events unread (see Lease.Load).
+func (s *Store) load(ctx context.Context, id string, appendFn func(context.Context, string, []session.Event) error, bare bool) (session.Header, []session.Event, error) {
 	for attempt := 1; ; attempt++ {
-		h, events, err := s.read(ctx, id, 0)
+		h, events, err := s.readRange(ctx, id, 0, 0, bare)
 		if err != nil {
 			return session.Header{}, nil, err
 		}
@@ -115,7 +114,7 @@ func (s *Store) ReadPage(ctx context.Context, id string, fromSeq int64, limit in
 	if fromSeq < 0 || limit <= 0 {
 		return nil, fmt.Errorf("session %s: read page from seq %d, limit %d", id, fromSeq, limit)
 	}
-	_, events, err := s.readRange(ctx, id, fromSeq, limit)
+	_, events, err := s.readRange(ctx, id, fromSeq, limit, false)
 	return events, err
 }
 
@@ -123,11 +122,13 @@ func (s *Store) ReadPage(ctx context.Context, id string, fromSeq int64, limit in
 // one read snapshot, checking the header, every envelope and the seq
 // numbering.
 func (s *Store) read(ctx context.Context, id string, from int64) (session.Header, []session.Event, error) {
-	return s.readRange(ctx, id, from, 0)
+	return s.readRange(ctx, id, from, 0, false)
 }
 
-// readRange is read of at most limit events (0: all).
-func (s *Store) readRange(ctx context.Context, id string, from int64, limit int) (session.Header, []session.Event, error) {
+// readRange is read of at most limit events (0: all). With bare, the
+// bodies of session.Bare events are not read: they come as
+// session.ReleasedEvents made from the row's columns.
+func (s *Store) readRange(ctx context.Context, id string, from int64, limit int, bare bool) (session.Header, []session.Event, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return session.Header{}, nil, fmt.Errorf("session %s: read: %w", id, err)
@@ -165,33 +166,39 @@ func (s *Store) readRange(ctx context.Context, id string, from int64, limit int)
 	if limit > 0 {
 		rowLimit = int64(limit)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, CAST(type AS BLOB), CAST(body AS BLOB)
-		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, id, from, rowLimit)
+	// The query leaves out the body of the one session.Bare type; the
+	// decoding below refuses a body left out of any other type.
+	bareType := ""
+	if bare {
+		bareType = session.TypeAssistantChunk
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, CAST(type AS BLOB), time,
+		CASE WHEN type = ? THEN NULL ELSE CAST(body AS BLOB) END
+		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, bareType, id, from, rowLimit)
 	if err != nil {
 		return session.Header{}, nil, fmt.Errorf("session %s: read: %w", id, err)
 	}
 	defer rows.Close()
-	// Rows are scanned first and decoded afterwards in parallel: decoding
-	// and validating an envelope costs several times the scan.
-	// next_seq bounds the preallocation; it is capped because a tampered
-	// value must not trigger a huge allocation.
-	bodies := make([][]byte, 0, min(max(end-from, 0), 1<<20))
+	// Rows are decoded on other goroutines while the scan goes on:
+	// decoding and validating an envelope costs about what scanning its
+	// row does. next_seq bounds the preallocation; it is capped because a
+	// tampered value must not trigger a huge allocation.
+	dec := newDecoder(id, from, bare, min(max(end-from, 0), maxPrealloc))
+	defer dec.stop()
 	want := from
 	var typ []byte
-	var types []string
 	for rows.Next() {
 		var (
-			seq  int64
-			body []byte
+			seq, tm int64
+			body    []byte
 		)
-		if err := rows.Scan(&seq, (*sql.RawBytes)(&typ), &body); err != nil {
+		if err := rows.Scan(&seq, (*sql.RawBytes)(&typ), &tm, &body); err != nil {
 			return session.Header{}, nil, corrupt(id, want, fmt.Sprintf("unreadable row: %v", err))
 		}
 		if seq != want {
 			return session.Header{}, nil, corrupt(id, want, fmt.Sprintf("seq gap: next stored seq is %d", seq))
 		}
-		bodies = append(bodies, body)
-		types = append(types, internType(types, typ))
+		dec.add(typ, tm, body)
 		want++
 	}
 	if err := rows.Err(); err != nil {
@@ -209,21 +216,7 @@ func (s *Store) readRange(ctx context.Context, id string, from int64, limit int)
 	default:
 		return session.Header{}, nil, corrupt(id, next, fmt.Sprintf("events stored past next seq %d", next))
 	}
-	events := make([]session.Event, len(bodies))
-	err = parallel(len(bodies), func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			seq := from + int64(i)
-			e, err := decodeEvent(bodies[i])
-			if err != nil {
-				return corrupt(id, seq, err.Error())
-			}
-			if e.Seq != seq || e.Type != types[i] {
-				return corrupt(id, seq, fmt.Sprintf("envelope (type %q, seq %d) does not match its row (type %q)", e.Type, e.Seq, types[i]))
-			}
-			events[i] = e
-		}
-		return nil
-	})
+	events, err := dec.finish()
 	if err != nil {
 		return session.Header{}, nil, err
 	}
@@ -239,29 +232,9 @@ func internType(types []string, typ []byte) string {
 	return string(typ)
 }
 
-// parallel calls fn over [0, n) split into contiguous ranges, one per
-// available core, and returns the error of the lowest failing range, which
-// is the error a sequential loop would report.
-func parallel(n int, fn func(lo, hi int) error) error {
-	workers := min(runtime.GOMAXPROCS(0), n/insertChunk)
-	if workers <= 1 {
-		return fn(0, n)
-	}
-	errs := make([]error, workers)
-	per := (n + workers - 1) / workers
-	var wg sync.WaitGroup
-	for w := range workers {
-		lo, hi := w*per, min((w+1)*per, n)
-		wg.Go(func() { errs[w] = fn(lo, hi) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// maxPrealloc caps the rows a read preallocates for (a variable for the
+// test of a log longer than that).
+var maxPrealloc int64 = 1 << 20
 
 // decodeEvent decodes and validates one stored envelope.
 func decodeEvent(body []byte) (session.Event, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -235,27 +236,47 @@ func TestIgnorableUnknownTypeLoads(t *testing.T) {
 	}
 }
 
-// TestLargeLogReportsFirstCorruptSeq covers the parallel decode: a long
-// log loads, and with damage in several places the error names the
-// lowest damaged seq, as a sequential read would.
+// TestLargeLogReportsFirstCorruptSeq covers the decode that runs beside
+// the scan (decoder): a long log loads, with damage in several batches
+// the error names the lowest damaged seq, as a sequential read would,
+// and a row missing after the damage is reported as the gap it is.
 func TestLargeLogReportsFirstCorruptSeq(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
 	mustCreate(t, s, "s")
-	events := make([]session.Event, 1000)
+	b := int64(decodeBatchRows)
+	events := make([]session.Event, 3*b+100)
 	for i := range events {
 		events[i] = ev(t, int64(i), session.TypeEndSeed, struct{}{})
 	}
 	mustAppend(t, s, "s", events...)
-	if suffix, err := s.ReadFrom(ctx, "s", 10); err != nil || len(suffix) != 990 || suffix[0].Seq != 10 {
+	if suffix, err := s.ReadFrom(ctx, "s", 10); err != nil || int64(len(suffix)) != 3*b+90 || suffix[0].Seq != 10 {
 		t.Fatalf("ReadFrom(10) = %d events, %v", len(suffix), err)
 	}
+	for _, prealloc := range []int64{maxPrealloc, b + 5} {
+		// The second: a log longer than the preallocation.
+		defer func(old int64) { maxPrealloc = old }(maxPrealloc)
+		maxPrealloc = prealloc
+		_, all, err := s.Load(ctx, "s")
+		if err != nil || len(all) != len(events) {
+			t.Fatalf("Load with %d preallocated = %d events, %v", prealloc, len(all), err)
+		}
+		for i, e := range all {
+			if e.Seq != int64(i) || e.Type != session.TypeEndSeed {
+				t.Fatalf("Load with %d preallocated: event %d is %+v", prealloc, i, e)
+			}
+		}
+	}
 	var fe *session.FormatError
-	for _, seq := range []int64{900, 700, 300} {
+	for _, seq := range []int64{3*b + 50, 2*b + 1, b + 700, 300} {
 		rawExec(t, s, `UPDATE events SET body = '{' WHERE session_id = 's' AND seq = ?`, seq)
 		_, _, err := s.Load(ctx, "s")
 		if !errors.As(err, &fe) || fe.Seq != seq {
 			t.Fatalf("damage down to seq %d: Load = %v", seq, err)
 		}
+	}
+	rawExec(t, s, `DELETE FROM events WHERE session_id = 's' AND seq = ?`, 3*b+10)
+	if _, _, err := s.Load(ctx, "s"); !errors.As(err, &fe) || fe.Seq != 3*b+10 || !strings.Contains(err.Error(), "seq gap") {
+		t.Fatalf("a missing row: Load = %v", err)
 	}
 }
