@@ -551,11 +551,8 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	if e.plan != nil {
 		e.plan.SetBusy(ag.Busy)
 	}
-	proj := projection.NewRegistry()
-	if err := projection.RegisterBuiltins(proj, int64(route.Model.ContextWindow)); err != nil {
-		return nil, err
-	}
-	if err := proj.Register(catalog.Unit(log.Header())); err != nil {
+	proj, err := sessionProjections(log.Header(), int64(route.Model.ContextWindow))
+	if err != nil {
 		return nil, err
 	}
 	for _, m := range contextMessages(e.pendingContext) {
@@ -568,6 +565,21 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	wired, hooksDone, closersOwned = true, true, true
 	return &Session{Agent: ag, Log: log, Route: route, System: system, Compactor: e.compactor, Projections: proj.Attach(log), jobs: a.jobs, terms: a.terms, closers: e.closers, live: &a.live, manager: a.manager, titler: e.titler,
 		mcpBridge: mcpBridge, mcpOwn: mcpOwn, hooks: userHooks, plan: e.plan, Goals: e.goals, sandbox: e.sandbox}, nil
+}
+
+// sessionProjections is the registry every session's log is attached to.
+// Its units all list their types (TestSessionProjectionsAreTyped), so the
+// first fold of a resumed log reads back none of the payloads it left in
+// the store.
+func sessionProjections(h session.Header, contextWindow int64) (*projection.Registry, error) {
+	proj := projection.NewRegistry()
+	if err := projection.RegisterBuiltins(proj, contextWindow); err != nil {
+		return nil, err
+	}
+	if err := proj.Register(catalog.Unit(h)); err != nil {
+		return nil, err
+	}
+	return proj, nil
 }
 
 func newMessageID() string {

@@ -100,6 +100,14 @@ func (r *Registry) Keys() []string {
 	return keys
 }
 
+// Types is the union of the registered units' types: what the first
+// fold of a log reads. Nil means every type (a unit without Types).
+func (r *Registry) Types() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return unionTypes(r.units)
+}
+
 // Checkpoint is a unit state known to be the fold of every event up to
 // and including Seq (e.g. read back from a projection cache).
 type Checkpoint struct {
