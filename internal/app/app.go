@@ -678,14 +678,15 @@ func (a *App) resumeLog(ctx context.Context, o SessionOptions, lease store.Lease
 	if o.Preset != "" && o.Preset != h.AgentPreset {
 		return nil, &ConfigError{fmt.Errorf("session %s uses agent preset %s; a resumed session keeps its preset", id, h.AgentPreset)}
 	}
-	log, err := session.NewLog(h, events, lease)
+	endSeeded := len(events) > 0 && events[len(events)-1].Type == session.TypeEndSeed
+	log, err := session.NewLogOwning(h, events, lease)
 	if err != nil {
 		return nil, err
 	}
 	log.SetSource(a.Store)
 	// session/end-seed is the first live write of a resumed session,
 	// before anything the wiring appends.
-	if len(events) > 0 && events[len(events)-1].Type != session.TypeEndSeed {
+	if len(events) > 0 && !endSeeded {
 		if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
 			return nil, err
 		}

@@ -147,11 +147,12 @@ func (f *childFactory) ResumeChild(ctx context.Context, id string) (subagent.Chi
 	if err != nil {
 		return nil, err
 	}
-	log, err := session.NewLog(h, events, a.Store)
+	endSeeded := len(events) > 0 && events[len(events)-1].Type == session.TypeEndSeed
+	log, err := session.NewLogOwning(h, events, a.Store)
 	if err != nil {
 		return nil, err
 	}
-	if len(events) > 0 && events[len(events)-1].Type != session.TypeEndSeed {
+	if len(events) > 0 && !endSeeded {
 		if _, err := log.Append(session.TypeEndSeed, struct{}{}); err != nil {
 			return nil, err
 		}

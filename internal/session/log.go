@@ -79,23 +79,55 @@ type observer struct {
 // NewLog returns a live log continuing seed (events already durable in the
 // sink, e.g. a resumed session). sink may be nil for an ephemeral log.
 func NewLog(h Header, seed []Event, sink Sink) (*Log, error) {
+	return newLog(h, seed, sink, false)
+}
+
+// NewLogOwning is [NewLog] taking seed over: the log keeps its events in
+// seed's array instead of copying them (a resumed long session's seed is
+// most of what reopening it allocates), so the caller must not use seed
+// afterwards.
+func NewLogOwning(h Header, seed []Event, sink Sink) (*Log, error) {
+	return newLog(h, seed, sink, true)
+}
+
+func newLog(h Header, seed []Event, sink Sink, own bool) (*Log, error) {
 	l := &Log{header: h, sink: sink, now: time.Now, firstLive: int64(len(seed)),
 		nextDeliver: int64(len(seed)), flushTok: make(chan struct{}, 1)}
 	l.delivered = sync.NewCond(&l.mu)
 	l.size = int64(segmentSize())
 	l.latest = map[string]int64{}
+	// The events with the user/messages expanded: in place when the log
+	// owns seed, else as they are put.
+	full := int(int64(len(seed)) / l.size * l.size)
+	adopt := func() { // the full segments are seed's array itself
+		for k := int64(0); k < int64(full)/l.size; k++ {
+			l.segs = append(l.segs, &seg{ev: seed[k*l.size : (k+1)*l.size : (k+1)*l.size]})
+		}
+		l.n = int64(full)
+	}
 	for i, e := range seed {
 		if e.Seq != int64(i) {
 			return nil, &FormatError{SessionID: h.ID, Seq: e.Seq, Reason: fmt.Sprintf("seq %d at position %d", e.Seq, i)}
 		}
 		// A seed read from a store holds user/messages as inbox
-		// references; the log holds them whole.
+		// references; the log holds them whole. Expanding reads only
+		// inbox splices, which expanding never changes.
 		e, err := expandEvent(seed, e)
 		if err != nil {
 			return nil, &FormatError{SessionID: h.ID, Seq: int64(i), Reason: err.Error()}
 		}
-		l.putLocked(e)
 		l.latest[e.Type] = e.Seq
+		if own && i < full {
+			seed[i] = e
+			continue
+		}
+		if own && i == full {
+			adopt()
+		}
+		l.putLocked(e)
+	}
+	if own && len(seed) == full {
+		adopt()
 	}
 	if err := l.foldSeedLocked(seed); err != nil {
 		return nil, err

@@ -160,17 +160,34 @@ func (l *Log) ScanTypes(ctx context.Context, from int64, types []string, fn func
 		want = func(typ string) bool { return slices.Contains(types, typ) }
 	}
 	view := l.View()
+	var page []Event
 	for i := max(from, 0); i < view.Len(); i += readPage {
-		page := view.Slice(i, i+readPage)
-		if hasReleased(page) {
-			if err := l.fillWanted(ctx, page, want); err != nil {
+		hi := min(i+readPage, view.Len())
+		// The wanted envelopes of this window, copied one by one: a scan
+		// of a few types over a long log copies only those.
+		page = page[:0]
+		released := false
+		for seq := i; seq < hi; seq++ {
+			if e := view.At(seq); want == nil || want(e.Type) {
+				released = released || e.released
+				page = append(page, e)
+			}
+		}
+		if released {
+			// Read back through the whole window, which fill reads as
+			// contiguous pages of the store.
+			all := view.Slice(i, hi)
+			if err := l.fillWanted(ctx, all, want); err != nil {
 				return err
+			}
+			page = page[:0]
+			for _, e := range all {
+				if want == nil || want(e.Type) {
+					page = append(page, e)
+				}
 			}
 		}
 		for _, e := range page {
-			if want != nil && !want(e.Type) {
-				continue
-			}
 			if err := fn(e); err != nil {
 				return err
 			}

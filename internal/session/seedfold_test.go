@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/llm"
@@ -76,6 +77,24 @@ func TestSeedFoldEqualsEventByEvent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
+		// A log owning its seed keeps the same events in the seed's
+		// array (segments of 5 here: several full ones and a partial
+		// one, or none) and takes appends after them.
+		prev := SetSegmentSize(5)
+		owning, err := NewLogOwning(Header{ID: "s"}, slices.Clone(seed), nil)
+		SetSegmentSize(prev)
+		if err != nil {
+			t.Fatalf("round %d: owning: %v", round, err)
+		}
+		if _, err := owning.Append(TypeStepEnd, StepRef{Turn: 1, Step: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if got := owning.Events(); !reflect.DeepEqual(got[:len(seed)], seed) || got[len(seed)].Type != TypeStepEnd || got[len(seed)].Seq != int64(len(seed)) {
+			t.Fatalf("round %d: an owning log holds other events", round)
+		}
+		if os, om := owning.SurfaceView(); !sameSlice(os, gsOf(re)) || !sameSlice(om, re.History()) {
+			t.Fatalf("round %d: an owning log folds another history", round)
+		}
 		ws, wm := live.SurfaceView()
 		gs, gm := re.SurfaceView()
 		if !sameSlice(gs, ws) || !sameSlice(gm, wm) {
@@ -86,6 +105,8 @@ func TestSeedFoldEqualsEventByEvent(t *testing.T) {
 		}
 	}
 }
+
+func gsOf(l *Log) []int64 { s, _ := l.SurfaceView(); return s }
 
 // sameSlice is reflect.DeepEqual with nil and empty alike.
 func sameSlice[T any](a, b []T) bool {
