@@ -169,6 +169,7 @@ func New(opts Options) *Compactor {
 		// Observe first, then fold the backlog: the fold is idempotent
 		// and order-independent, so events seen twice do no harm and
 		// none falls between the two.
+		c.m.surface = c.log.SurfaceView
 		c.log.Observe(c.m.fold)
 		c.m.foldBacklog(c.log)
 	}

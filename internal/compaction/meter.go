@@ -31,6 +31,12 @@ const messageOverhead = 4 * bytesPerToken
 // value of the highest seq seen), because New folds the backlog after
 // registering the observer and may see an event twice.
 type meter struct {
+	// surface, when set, is the log's derived history (Log.SurfaceView):
+	// the size of an event that is its newest node is measured on the
+	// message the log already decoded instead of decoding the payload
+	// again (a 30 KB tool result each step).
+	surface func() ([]int64, []llm.Message)
+
 	mu sync.Mutex
 	// size caches the heuristic bytes of surface events by seq (see
 	// payloadBytes), so an estimate never decodes or re-encodes history.
@@ -179,7 +185,15 @@ func (m *meter) fold(e session.Event) {
 	if e.Type == session.TypeAssistantMsg {
 		_ = json.Unmarshal(e.Data, &usage)
 	}
-	size := payloadBytes(e.Data)
+	size := -1
+	if m.surface != nil {
+		if seqs, msgs := m.surface(); len(seqs) > 0 && seqs[len(seqs)-1] == e.Seq {
+			size = nodeBytes(e.Type, msgs[len(msgs)-1])
+		}
+	}
+	if size < 0 {
+		size = payloadBytes(e.Data)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.size[e.Seq] = size
@@ -403,6 +417,23 @@ func payloadBytes(data []byte) int {
 		return len(data)
 	}
 	return contentBytes(p.Content) + contentBytes(p.Message.Content) + messageOverhead
+}
+
+// nodeBytes is payloadBytes of a surface event of type typ measured on
+// its history message msg (what the log derived from the payload); -1
+// when msg is not of the shape that type derives.
+func nodeBytes(typ string, msg llm.Message) int {
+	switch typ {
+	case session.TypeUserMessage, session.TypeAssistantMsg:
+		return contentBytes(msg.Content) + messageOverhead
+	case session.TypeToolResult:
+		// session.ToolResultMessage: one tool-result block holding the
+		// payload's content.
+		if len(msg.Content) == 1 && msg.Content[0].Type == llm.BlockToolResult {
+			return contentBytes(msg.Content[0].Content) + messageOverhead
+		}
+	}
+	return -1
 }
 
 // contentBytes is the heuristic size of blocks: the text the model reads,

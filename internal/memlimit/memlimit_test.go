@@ -29,7 +29,7 @@ func TestSelectRespectsGOMEMLIMIT(t *testing.T) {
 func TestLimitFor(t *testing.T) {
 	for _, c := range []struct{ live, overhead, want int64 }{
 		{0, 0, DefaultFloor},
-		{10 << 20, 2 << 20, DefaultFloor},        // 17 MiB < floor
+		{8 << 20, 2 << 20, DefaultFloor},         // 14 MiB < floor
 		{40 << 20, 4 << 20, (4 + 40 + 20) << 20}, // above: live and a half
 	} {
 		if got := LimitFor(DefaultFloor, c.live, c.overhead); got != c.want {

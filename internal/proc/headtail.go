@@ -49,6 +49,12 @@ func (b *headTail) Write(p []byte) (int, error) {
 		b.tail = append(b.tail[:0], p[len(p)-keep:]...)
 		return n, nil
 	}
+	if b.tail == nil {
+		// Output past the head: size the tail once for what it can hold
+		// before a compaction (under 3×keep), instead of growing it by
+		// doubling (a command printing megabytes in small writes).
+		b.tail = make([]byte, 0, 3*keep)
+	}
 	b.tail = append(b.tail, p...)
 	// Compact only when twice the size is used: amortised O(1) per byte
 	// without a ring buffer's index juggling.
