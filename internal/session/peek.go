@@ -30,6 +30,12 @@ func PeekAssistant(data json.RawMessage) (AssistantMeta, error) {
 	if m, ok := peekAssistant(data); ok {
 		return m, nil
 	}
+	return decodeAssistantMeta(data)
+}
+
+// decodeAssistantMeta is PeekAssistant's definition: encoding/json's
+// reading of the payload.
+func decodeAssistantMeta(data json.RawMessage) (AssistantMeta, error) {
 	var p struct {
 		Turn    int `json:"turn"`
 		Message struct {
@@ -46,7 +52,7 @@ func PeekAssistant(data json.RawMessage) (AssistantMeta, error) {
 // peekAssistant is the fast path; ok is false when data must go through
 // encoding/json.
 func peekAssistant(data []byte) (m AssistantMeta, ok bool) {
-	p := peeker{b: data}
+	p := peeker{scanner{data: data}}
 	if !p.objectStart() {
 		return m, false
 	}
@@ -94,7 +100,7 @@ func peekAssistant(data []byte) (m AssistantMeta, ok bool) {
 		}
 	}
 	p.ws()
-	return m, p.i == len(p.b)
+	return m, p.i == len(p.data)
 }
 
 // usageKeys are llm.Usage's JSON keys, in field order.
@@ -103,7 +109,7 @@ var usageKeys = [...]string{"inputTokens", "cacheReadTokens", "cacheWriteTokens"
 // peekUsage reads a usage object of plain integers; anything else (ok
 // false) goes through encoding/json.
 func peekUsage(raw []byte) (u llm.Usage, ok bool) {
-	p := peeker{b: raw}
+	p := peeker{scanner{data: raw}}
 	if !p.objectStart() {
 		return u, false
 	}
@@ -115,7 +121,7 @@ func peekUsage(raw []byte) (u llm.Usage, ok bool) {
 		}
 		if !more {
 			p.ws()
-			return u, p.i == len(p.b)
+			return u, p.i == len(p.data)
 		}
 		k := -1
 		for i, name := range usageKeys {
@@ -145,7 +151,7 @@ func peekUsage(raw []byte) (u llm.Usage, ok bool) {
 // path, which reports the decoding error.
 func (p *peeker) messageEmpty() (empty, ok bool) {
 	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == 'n' {
+	if p.i < len(p.data) && p.data[p.i] == 'n' {
 		_, ok := p.skip()
 		return true, ok
 	}
@@ -188,28 +194,28 @@ func blocksEmpty(raw []byte) (empty, ok bool) {
 	if bytes.Equal(raw, []byte("null")) {
 		return true, true
 	}
-	p := peeker{b: raw}
-	if p.i >= len(p.b) || p.b[p.i] != '[' {
+	p := peeker{scanner{data: raw}}
+	if p.i >= len(p.data) || p.data[p.i] != '[' {
 		return false, false
 	}
 	p.i++
 	n := 0
 	for {
 		p.ws()
-		if p.i >= len(p.b) {
+		if p.i >= len(p.data) {
 			return false, false
 		}
-		if p.b[p.i] == ']' {
+		if p.data[p.i] == ']' {
 			return n == 0, true
 		}
 		if n > 0 {
-			if p.b[p.i] != ',' {
+			if p.data[p.i] != ',' {
 				return false, false
 			}
 			p.i++
 			p.ws()
 		}
-		if p.i >= len(p.b) || p.b[p.i] != '{' {
+		if p.i >= len(p.data) || p.data[p.i] != '{' {
 			return false, false
 		}
 		if _, ok := p.skip(); !ok {
@@ -231,25 +237,11 @@ func foldsTo(key string, names ...string) bool {
 // peeker walks JSON that is known to be valid (the log checked it at
 // append and the store at load) without checking it again. Anything it
 // does not expect makes it give up (ok false), never guess.
-type peeker struct {
-	b []byte
-	i int
-}
-
-func (p *peeker) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+type peeker struct{ scanner }
 
 func (p *peeker) objectStart() bool {
 	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != '{' {
+	if p.i >= len(p.data) || p.data[p.i] != '{' {
 		return false
 	}
 	p.i++
@@ -260,34 +252,34 @@ func (p *peeker) objectStart() bool {
 // at the closing brace. Keys with escapes are not read (ok false).
 func (p *peeker) nextKey(first bool) (key string, more, ok bool) {
 	p.ws()
-	if p.i >= len(p.b) {
+	if p.i >= len(p.data) {
 		return "", false, false
 	}
-	if p.b[p.i] == '}' {
+	if p.data[p.i] == '}' {
 		p.i++
 		return "", false, true
 	}
 	if !first {
-		if p.b[p.i] != ',' {
+		if p.data[p.i] != ',' {
 			return "", false, false
 		}
 		p.i++
 		p.ws()
 	}
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
+	if p.i >= len(p.data) || p.data[p.i] != '"' {
 		return "", false, false
 	}
-	end := bytes.IndexByte(p.b[p.i+1:], '"')
+	end := bytes.IndexByte(p.data[p.i+1:], '"')
 	if end < 0 {
 		return "", false, false
 	}
-	raw := p.b[p.i+1 : p.i+1+end]
+	raw := p.data[p.i+1 : p.i+1+end]
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		return "", false, false
 	}
 	p.i += end + 2
 	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != ':' {
+	if p.i >= len(p.data) || p.data[p.i] != ':' {
 		return "", false, false
 	}
 	p.i++
@@ -323,21 +315,21 @@ func (p *peeker) integer() (int, bool) {
 // skip passes one value and returns its bytes.
 func (p *peeker) skip() ([]byte, bool) {
 	p.ws()
-	if p.i >= len(p.b) {
+	if p.i >= len(p.data) {
 		return nil, false
 	}
 	start := p.i
-	switch p.b[p.i] {
+	switch p.data[p.i] {
 	case '"':
-		if !p.str() {
+		if !p.skipStr() {
 			return nil, false
 		}
 	case '{', '[':
 		depth := 0
-		for p.i < len(p.b) {
-			switch p.b[p.i] {
+		for p.i < len(p.data) {
+			switch p.data[p.i] {
 			case '"':
-				if !p.str() {
+				if !p.skipStr() {
 					return nil, false
 				}
 				continue
@@ -346,15 +338,15 @@ func (p *peeker) skip() ([]byte, bool) {
 			case '}', ']':
 				if depth--; depth == 0 {
 					p.i++
-					return p.b[start:p.i], true
+					return p.data[start:p.i], true
 				}
 			}
 			p.i++
 		}
 		return nil, false
 	default: // a literal or a number
-		for p.i < len(p.b) {
-			if c := p.b[p.i]; c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+		for p.i < len(p.data) {
+			if c := p.data[p.i]; c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r' {
 				break
 			}
 			p.i++
@@ -363,20 +355,20 @@ func (p *peeker) skip() ([]byte, bool) {
 			return nil, false
 		}
 	}
-	return p.b[start:p.i], true
+	return p.data[start:p.i], true
 }
 
-// str passes the string starting at p.i.
-func (p *peeker) str() bool {
+// skipStr passes the string starting at p.i.
+func (p *peeker) skipStr() bool {
 	p.i++
 	for {
-		j := bytes.IndexAny(p.b[p.i:], `"\`)
+		j := bytes.IndexAny(p.data[p.i:], `"\`)
 		if j < 0 {
 			return false
 		}
 		p.i += j
-		if p.b[p.i] == '\\' {
-			if p.i += 2; p.i > len(p.b) {
+		if p.data[p.i] == '\\' {
+			if p.i += 2; p.i > len(p.data) {
 				return false
 			}
 			continue

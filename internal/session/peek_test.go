@@ -8,22 +8,6 @@ import (
 	"github.com/dsh-dev/dsh/internal/llm"
 )
 
-// slowPeek is PeekAssistant's definition: encoding/json's reading of
-// the payload's turn, usage and raw content blocks.
-func slowPeek(data []byte) (AssistantMeta, error) {
-	var p struct {
-		Turn    int `json:"turn"`
-		Message struct {
-			Content []json.RawMessage `json:"content"`
-		} `json:"message"`
-		Usage *llm.Usage `json:"usage"`
-	}
-	if err := json.Unmarshal(data, &p); err != nil {
-		return AssistantMeta{}, err
-	}
-	return AssistantMeta{Turn: p.Turn, Usage: p.Usage, Empty: len(p.Message.Content) == 0}, nil
-}
-
 var peekSeeds = []string{
 	`{"turn":3,"step":1,"message":{"id":"m","role":"assistant","content":[{"type":"text","text":"hi \"there\" }]"}]},"usage":{"inputTokens":10,"cacheReadTokens":2,"cacheWriteTokens":0,"outputTokens":5}}`,
 	`{"turn":1,"step":2,"message":{"id":"m","role":"assistant","content":[]},"interrupted":true}`,
@@ -74,7 +58,7 @@ func checkPeek(t *testing.T, data []byte) {
 	if CheckLossless(data) != nil {
 		return // the log never holds it
 	}
-	want, werr := slowPeek(data)
+	want, werr := decodeAssistantMeta(data)
 	got, gerr := PeekAssistant(data)
 	if (werr != nil) != (gerr != nil) || !reflect.DeepEqual(got, want) {
 		t.Errorf("%s:\n got %+v, %v\nwant %+v, %v", data, got, gerr, want, werr)
