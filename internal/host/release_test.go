@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/host"
@@ -105,5 +106,98 @@ func TestReleasedPayloadsReadBack(t *testing.T) {
 	}
 	if n := countType(forked, session.TypeToolResult); n != 4 {
 		t.Errorf("the fork holds %d tool results, want 4", n)
+	}
+}
+
+// TestColdResumeLeavesChunksInTheStore: a session reopened from the store
+// holds its streamed chunks as released envelopes (their bodies were
+// never read), and everything a surface reads of it — a follower from
+// the start, the event pages, a fork — is still the stored log, chunk
+// payloads included; the resumed turn's requests carry the history.
+func TestColdResumeLeavesChunksInTheStore(t *testing.T) {
+	f := newFixture(t, host.Config{})
+	f.srv.Enqueue(llmtest.Response{Text: "first answer, streamed in pieces"}, llmtest.Response{Text: "second answer"})
+	id := f.create(host.CreateRequest{}).Header.ID
+	f.send(id, "one", host.DeliveryQueue)
+	f.runIdle(id)
+	f.dispose(id)
+	before, err := f.app.Store.ReadFrom(t.Context(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := countType(before, session.TypeAssistantChunk)
+	if chunks == 0 {
+		t.Fatal("the first turn streamed no chunks")
+	}
+
+	f.send(id, "two", host.DeliveryQueue) // resumes it cold
+	log, ok := f.h.Log(id)
+	if !ok {
+		t.Fatal("session not live after the send")
+	}
+	released := 0
+	for e := range log.View().From(0) {
+		if e.Seq < int64(len(before)) && e.Type == session.TypeAssistantChunk && e.Released() {
+			released++
+		}
+	}
+	if released != chunks {
+		t.Fatalf("%d of the %d stored chunks are released in the resumed log", released, chunks)
+	}
+	out, err := f.h.RunUntilIdle(t.Context(), id)
+	if err != nil || out.Text != "second answer" {
+		t.Fatalf("resumed turn: %+v, %v", out, err)
+	}
+	body, _ := json.Marshal(f.srv.Requests()[1].Messages())
+	if !strings.Contains(string(body), "first answer, streamed in pieces") {
+		t.Fatalf("the resumed request lacks the first answer: %s", body)
+	}
+
+	stored, err := f.app.Store.ReadFrom(t.Context(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string, got []session.Event) {
+		t.Helper()
+		if len(got) == 0 {
+			t.Fatalf("%s: no events", what)
+		}
+		for _, e := range got {
+			w := stored[e.Seq]
+			if e.Released() || e.Type != w.Type || e.Time != w.Time || string(e.Data) != string(w.Data) {
+				t.Fatalf("%s: event %d (%s) = %q, stored %s %q", what, e.Seq, e.Type, e.Data, w.Type, w.Data)
+			}
+		}
+	}
+	s, err := f.h.Follow(t.Context(), id, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var replay []session.Event
+	for len(replay) < len(before) {
+		replay = append(replay, until(t, s, isType(session.TypeTurnEnd))...)
+	}
+	same("follower from the start", replay)
+	page, _, err := f.h.Events(t.Context(), id, -1, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("events page", page)
+	fork, err := f.h.Fork(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked, err := f.app.Store.ReadFrom(t.Context(), fork.Header.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countType(forked, session.TypeAssistantChunk) != countType(stored, session.TypeAssistantChunk) {
+		t.Fatal("the fork lost chunks")
+	}
+	for _, e := range forked {
+		if e.Type == session.TypeAssistantChunk && string(e.Data) != string(stored[e.Seq].Data) {
+			t.Fatalf("fork chunk %d differs from its parent's", e.Seq)
+		}
 	}
 }
