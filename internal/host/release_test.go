@@ -91,14 +91,7 @@ func TestReleasedPayloadsReadBack(t *testing.T) {
 		}
 	}
 
-	fork, err := f.h.Fork(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forked, err := f.app.Store.ReadFrom(t.Context(), fork.Header.ID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	forked := storedFork(t, f, id)
 	for _, e := range forked {
 		if int(e.Seq) < len(stored) && e.Type == stored[e.Seq].Type && e.Type != session.TypeEndSeed && string(e.Data) != string(stored[e.Seq].Data) {
 			t.Fatalf("fork event %d (%s) differs from its parent's", e.Seq, e.Type)
@@ -184,14 +177,7 @@ func TestColdResumeLeavesChunksInTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	same("events page", page)
-	fork, err := f.h.Fork(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forked, err := f.app.Store.ReadFrom(t.Context(), fork.Header.ID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	forked := storedFork(t, f, id)
 	if countType(forked, session.TypeAssistantChunk) != countType(stored, session.TypeAssistantChunk) {
 		t.Fatal("the fork lost chunks")
 	}
@@ -200,4 +186,18 @@ func TestColdResumeLeavesChunksInTheStore(t *testing.T) {
 			t.Fatalf("fork chunk %d differs from its parent's", e.Seq)
 		}
 	}
+}
+
+// storedFork forks session id and returns the fork's stored events.
+func storedFork(t *testing.T, f *fixture, id string) []session.Event {
+	t.Helper()
+	fork, err := f.h.Fork(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked, err := f.app.Store.ReadFrom(t.Context(), fork.Header.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return forked
 }
