@@ -120,7 +120,7 @@ func New(opts Options) *Injector {
 // step is in no surface event yet; without this a second file touch in
 // the same step would inject the same file again.
 func inboxUnit() projection.Unit {
-	u := projection.Typed(inboxKey, func() []*llm.Message { return nil }, func(s []*llm.Message, e session.Event) []*llm.Message {
+	return projection.Typed(inboxKey, []string{session.TypeInboxSpliced}, func() []*llm.Message { return nil }, func(s []*llm.Message, e session.Event) []*llm.Message {
 		if e.Type != session.TypeInboxSpliced {
 			return s
 		}
@@ -141,8 +141,6 @@ func inboxUnit() projection.Unit {
 		}
 		return append(next, s[end:]...)
 	})
-	u.Types = []string{session.TypeInboxSpliced}
-	return u
 }
 
 func ours(m llm.Message) bool {

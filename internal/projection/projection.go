@@ -45,13 +45,15 @@ type Unit struct {
 	Types []string
 }
 
-// Typed builds a Unit from a typed fold, so unit authors work with their
+// Typed builds a Unit from a typed fold over the event types it folds
+// (nil: every type; see [Unit.Types]), so unit authors work with their
 // own state type and never write type assertions; read it back with
 // [GetAs].
-func Typed[S any](key string, init func() S, apply func(S, session.Event) S) Unit {
+func Typed[S any](key string, types []string, init func() S, apply func(S, session.Event) S) Unit {
 	return Unit{
-		Key:  key,
-		Init: func() any { return init() },
+		Key:   key,
+		Types: types,
+		Init:  func() any { return init() },
 		Apply: func(state any, e session.Event) any {
 			s, _ := state.(S)
 			return apply(s, e)

@@ -26,7 +26,7 @@ type seen struct {
 
 // countingUnit folds every event into a seen and counts Apply calls.
 func countingUnit(key string, calls *atomic.Int64) Unit {
-	return Typed(key, func() seen { return seen{} }, func(s seen, e session.Event) seen {
+	return Typed(key, nil, func() seen { return seen{} }, func(s seen, e session.Event) seen {
 		calls.Add(1)
 		s.seqs = append(s.seqs, e.Seq)
 		return s

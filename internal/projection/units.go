@@ -59,7 +59,7 @@ type TodoWrite struct {
 // TodosUnit folds todo/write events: the last list written wins. Its
 // state is a []Todo (nil before the first write).
 func TodosUnit() Unit {
-	u := Typed(KeyTodos, func() []Todo { return nil }, func(s []Todo, e session.Event) []Todo {
+	return Typed(KeyTodos, []string{session.TypeTodoWrite}, func() []Todo { return nil }, func(s []Todo, e session.Event) []Todo {
 		if e.Type != session.TypeTodoWrite {
 			return s
 		}
@@ -73,8 +73,6 @@ func TodosUnit() Unit {
 		}
 		return p.Todos
 	})
-	u.Types = []string{session.TypeTodoWrite}
-	return u
 }
 
 // TurnUsage is the token usage of one turn.
@@ -97,7 +95,7 @@ type TokenUsage struct {
 // TokenUsageUnit folds assistant/message usage. Every reported usage is
 // added, including that of interrupted messages: those tokens were spent.
 func TokenUsageUnit() Unit {
-	u := Typed(KeyTokenUsage, func() TokenUsage { return TokenUsage{} }, func(s TokenUsage, e session.Event) TokenUsage {
+	return Typed(KeyTokenUsage, []string{session.TypeAssistantMsg}, func() TokenUsage { return TokenUsage{} }, func(s TokenUsage, e session.Event) TokenUsage {
 		if e.Type != session.TypeAssistantMsg {
 			return s
 		}
@@ -118,8 +116,6 @@ func TokenUsageUnit() Unit {
 		s.Turns[i].Calls++
 		return s
 	})
-	u.Types = []string{session.TypeAssistantMsg}
-	return u
 }
 
 // BytesPerToken is the heuristic behind the context-pressure estimate:
@@ -166,11 +162,10 @@ type ContextPressure struct {
 // [ContextPressure] against contextWindow (0 = unknown until a
 // request/context event reports one).
 func ContextPressureUnit(contextWindow int64) Unit {
-	u := Typed(KeyContextPressure,
+	return Typed(KeyContextPressure,
+		[]string{session.TypeRequestContext, session.TypeUserMessage, session.TypeToolResult, session.TypeAssistantMsg},
 		func() ContextPressure { return ContextPressure{ContextWindow: contextWindow, AnchorSeq: -1} },
 		applyPressure)
-	u.Types = []string{session.TypeRequestContext, session.TypeUserMessage, session.TypeToolResult, session.TypeAssistantMsg}
-	return u
 }
 
 func applyPressure(s ContextPressure, e session.Event) ContextPressure {

@@ -55,11 +55,9 @@ type Entry struct {
 // must not hold it.
 func Unit(h session.Header) projection.Unit {
 	seed := seedLength(h)
-	u := projection.Typed(Key, func() []Entry { return nil }, func(s []Entry, e session.Event) []Entry {
+	return projection.Typed(Key, []string{session.TypeSubagentStart}, func() []Entry { return nil }, func(s []Entry, e session.Event) []Entry {
 		return apply(seed, s, e)
 	})
-	u.Types = []string{session.TypeSubagentStart}
-	return u
 }
 
 // Fold folds a whole log into its catalog, exactly as [Unit] would: the
