@@ -254,9 +254,7 @@ func sameHeader(a, b session.RequestHeaderData) bool {
 		(ca.Temperature == nil) != (cb.Temperature == nil) || (ca.Temperature != nil && *ca.Temperature != *cb.Temperature) {
 		return false
 	}
-	return a.System == b.System && slices.EqualFunc(a.Tools, b.Tools, func(x, y llm.ToolSchema) bool {
-		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
-	})
+	return a.System == b.System && llm.SameTools(a.Tools, b.Tools)
 }
 
 // requestHeaderPayload is the JSON encoding of session.RequestHeader{Header:

@@ -40,7 +40,13 @@ func (h Head) Same(req Request) bool {
 		h.hasTemp != (req.Temperature != nil) || (h.hasTemp && h.temp != *req.Temperature) {
 		return false
 	}
-	return slices.EqualFunc(h.tools, req.Tools, func(a, b ToolSchema) bool {
-		return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
+	return SameTools(h.tools, req.Tools)
+}
+
+// SameTools reports whether two tool lists hold the same schemas in the
+// same order, so that they encode to the same JSON.
+func SameTools(a, b []ToolSchema) bool {
+	return slices.EqualFunc(a, b, func(x, y ToolSchema) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
 	})
 }

@@ -56,14 +56,21 @@ type decoded struct {
 }
 
 func newDecoder(id string, from int64, bare bool, capHint int64) *decoder {
-	return &decoder{id: id, from: from, bare: bare, events: make([]session.Event, capHint),
-		bodies: make([][]byte, 0, capHint), types: make([]string, 0, capHint), times: make([]int64, 0, capHint)}
+	d := &decoder{id: id, from: from, bare: bare, events: make([]session.Event, capHint),
+		bodies: make([][]byte, 0, capHint), types: make([]string, 0, capHint)}
+	if bare {
+		// Only a bare read makes events from the row's time.
+		d.times = make([]int64, 0, capHint)
+	}
+	return d
 }
 
 // add records the next row.
 func (d *decoder) add(typ []byte, tm int64, body []byte) {
 	d.types = append(d.types, internType(d.types, typ))
-	d.times = append(d.times, tm)
+	if d.bare {
+		d.times = append(d.times, tm)
+	}
 	d.bodies = append(d.bodies, body)
 	if len(d.bodies)-d.sent >= decodeBatchRows {
 		d.send()
@@ -81,7 +88,11 @@ func (d *decoder) send() {
 		}
 	}
 	lo, hi := d.sent, len(d.bodies)
-	d.jobs <- decodeBatch{k: d.batches, lo: lo, bodies: d.bodies[lo:hi], types: d.types[lo:hi], times: d.times[lo:hi]}
+	b := decodeBatch{k: d.batches, lo: lo, bodies: d.bodies[lo:hi], types: d.types[lo:hi]}
+	if d.bare {
+		b.times = d.times[lo:hi]
+	}
+	d.jobs <- b
 	d.batches++
 	d.sent = hi
 }
