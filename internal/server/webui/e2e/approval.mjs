@@ -1,6 +1,6 @@
 // (b) A scripted write under the read-only preset raises the approval
 // panel, which shows exactly what will be written; Allow once writes it.
-import { launch, open, newSession, prompt, shot, expect, run } from './lib.mjs';
+import { visibleSoon, launch, open, newSession, prompt, shot, expect, run } from './lib.mjs';
 
 const file = process.env.EXPECT_FILE;
 const reason = process.env.EXPECT_REASON;
@@ -30,7 +30,7 @@ run(async () => {
     expect(box && box.y >= 0 && box.y + box.height <= vp.height, `${id} is outside the viewport`);
   }
   expect(await page.isVisible('.tool-bash .pill.awaiting'), 'the card is not marked as waiting for approval');
-  expect(await page.isVisible('.sess .dot.awaiting-approval'), 'the sidebar does not flag the session');
+  expect(await visibleSoon(page, '.sess .dot.awaiting-approval'), 'the sidebar does not flag the session');
   await shot(page, 'b1-approval');
   await page.emulateMedia({ colorScheme: 'dark' });
   await shot(page, 'b1-approval-dark');

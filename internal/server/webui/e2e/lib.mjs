@@ -24,6 +24,20 @@ export function expect(cond, msg) {
   if (!cond) fail(msg);
 }
 
+/**
+ * visibleSoon reports whether selector is visible within ms: for what one
+ * of the page's two streams (the session's and the host feed) updates, which
+ * need not have arrived when the other has.
+ */
+export async function visibleSoon(page, selector, ms = 15000) {
+  try {
+    await page.waitForSelector(selector, { state: 'visible', timeout: ms });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const contexts = [];
 
 /** launch starts Chromium with one page per scheme (light by default). */

@@ -2,7 +2,7 @@
 // shows the questions with their options; it survives a reload, shows in
 // a second tab, and once answered leaves both tabs while the transcript
 // keeps what was asked and answered.
-import { launch, open, newSession, prompt, shot, expect, run } from './lib.mjs';
+import { visibleSoon, launch, open, newSession, prompt, shot, expect, run } from './lib.mjs';
 
 run(async () => {
   const b = await launch();
@@ -17,8 +17,8 @@ run(async () => {
     expect(card.toLowerCase().includes(want.toLowerCase()), `question card lacks ${JSON.stringify(want)}: ${card}`);
   }
   expect(await page.isDisabled('#question-send'), 'the answer can be sent before every question has one');
-  expect(await page.isVisible('#status-badge.awaiting-answer'), 'the status badge does not say the session waits for an answer');
-  expect(await page.isVisible('.sess .dot.awaiting-answer'), 'the sidebar does not flag the session');
+  expect(await visibleSoon(page, '#status-badge.awaiting-answer'), 'the status badge does not say the session waits for an answer');
+  expect(await visibleSoon(page, '.sess .dot.awaiting-answer'), 'the sidebar does not flag the session');
   await shot(page, 'q1-question');
   await page.emulateMedia({ colorScheme: 'dark' });
   await shot(page, 'q1-question-dark');
