@@ -23,6 +23,9 @@ const state = {
   statusBySession: new Map(), // live status from the host feed
   pendingBySession: new Map(), // session id → Map(approval id → Approval) from the host feed
   questionsBySession: new Map(), // session id → Map(question id → Question) from the host feed
+  // session id → how many approval and question events the feed brought for
+  // it: a session's info fetched before one of them is older than the maps.
+  askGen: new Map(),
   created: new Map(), // session id → {model, effort, permission} asked for by this page
   expanded: new Set(), // workspace paths whose whole session list is shown
 };
@@ -88,6 +91,7 @@ function onFeed(type, e) {
       const a = e.approval;
       if (!a) break;
       const id = a.sessionId || e.sessionId;
+      bumpAsks(id);
       if (!state.pendingBySession.has(id)) state.pendingBySession.set(id, new Map());
       state.pendingBySession.get(id).set(a.id, a);
       if (view) { view.flags.add('approvals'); schedule(); }
@@ -97,18 +101,21 @@ function onFeed(type, e) {
       const q = e.question;
       if (!q) break;
       const id = q.sessionId || e.sessionId;
+      bumpAsks(id);
       if (!state.questionsBySession.has(id)) state.questionsBySession.set(id, new Map());
       state.questionsBySession.get(id).set(q.id, q);
       if (view) { view.flags.add('questions').add('strip'); schedule(); }
       break;
     }
     case 'question-resolved': {
+      bumpAsks(e.sessionId);
       const m = state.questionsBySession.get(e.sessionId);
       if (m) m.delete(e.id);
       if (view) { view.flags.add('questions').add('strip'); schedule(); }
       break;
     }
     case 'approval/resolved': {
+      bumpAsks(e.sessionId);
       const m = state.pendingBySession.get(e.sessionId);
       if (m) m.delete(e.approvalId);
       if (view) { view.flags.add('approvals'); schedule(); }
@@ -196,21 +203,30 @@ function onSessionEvent(ev) {
   schedule();
 }
 
+/** bumpAsks notes a feed event about a session's approvals or questions. */
+function bumpAsks(id) {
+  state.askGen.set(id, (state.askGen.get(id) || 0) + 1);
+}
+
 async function refreshInfo() {
   const v = view;
   if (!v) return;
+  const gen = state.askGen.get(v.id) || 0;
   try {
     const info = await api.session(v.id);
     if (view !== v) return;
     v.info = info;
     upsertSession(info);
     state.lastCwd = info.header.cwd;
-    if (info.pendingApprovals) {
+    // The pending approvals and questions of an answer that a feed event
+    // overtook are older than what the feed said: keep the feed's.
+    const fresh = (state.askGen.get(v.id) || 0) === gen;
+    if (fresh && info.pendingApprovals) {
       const m = new Map(info.pendingApprovals.map((a) => [a.id, a]));
       state.pendingBySession.set(info.header.id, m);
     }
     v.flags.add('strip').add('jobs').add('approvals').add('plan');
-    if (info.live) {
+    if (fresh && info.live) {
       // The host's pending questions, as of this answer: one the log has
       // not shown yet appears at once.
       state.questionsBySession.set(v.id, new Map((info.pendingQuestions || []).map((q) => [q.id, q])));
@@ -589,6 +605,7 @@ feed = new Stream(() => '/api/events', ['session/added', 'session/status', 'sess
   if (s === 'open' && feedDropped) {
     state.pendingBySession.clear();
     state.questionsBySession.clear();
+    state.askGen.clear();
     state.statusBySession.clear();
     if (view) refreshInfo();
     loadSessions();
