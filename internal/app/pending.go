@@ -10,7 +10,8 @@ import (
 
 // pendingLease creates and leases a new session on its own goroutine, so
 // that the store's two write transactions overlap the wiring of the
-// session's agent (start-up, issue 12). Until they are done it is the
+// session's agent (start-up, issue 12); a store that can do both in one
+// ([store.CreateLeaser]) does. Until they are done it is the
 // log's sink: the log writes nothing before its first flush, and an
 // append waits for the lease. OpenSession waits for it before it
 // returns, so a caller never sees a session that is not yet stored.
@@ -24,6 +25,10 @@ func startPendingLease(ctx context.Context, st store.Store, h session.Header, ho
 	p := &pendingLease{done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
+		if cl, ok := st.(store.CreateLeaser); ok {
+			p.lease, p.err = cl.CreateLeased(ctx, h, holder)
+			return
+		}
 		if err := st.Create(ctx, h); err != nil {
 			p.err = err
 			return

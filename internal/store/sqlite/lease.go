@@ -133,51 +133,91 @@ func (s *Store) Acquire(ctx context.Context, id, label string) (store.Lease, err
 
 // acquire is Acquire returning the concrete lease.
 func (s *Store) acquire(ctx context.Context, id, label string) (*Lease, error) {
-	self := Self(label)
-	ttl := s.leaseTTL
-	var epoch int64
-	var prev *Owner
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("session %s: %w", id, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("session %s: acquire: %w", id, err)
-		}
-		r, ok, err := readLease(ctx, tx, nil, id)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		if ok && r.held {
-			if h, live := r.liveHolder(now); live {
-				return &BusyError{SessionID: id, Holder: h}
-			}
-			o := r.owner
-			prev = &o
-		}
-		epoch = r.epoch + 1
-		self.Since = now
-		_, err = tx.ExecContext(ctx, `INSERT INTO leases (session_id, epoch, held, pid, host, start_id, label, since, expires_at)
-			VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (session_id) DO UPDATE SET epoch = excluded.epoch, held = 1, pid = excluded.pid,
-				host = excluded.host, start_id = excluded.start_id, label = excluded.label,
-				since = excluded.since, expires_at = excluded.expires_at`,
-			id, epoch, self.PID, self.Host, self.Start, self.Label, now, now+ttl.Milliseconds())
-		if err != nil {
-			return fmt.Errorf("session %s: acquire: %w", id, err)
-		}
-		return nil
+	var g grant
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		g, err = s.acquireTx(ctx, tx, id, label)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	l := &Lease{s: s, id: id, epoch: epoch, owner: self, prev: prev, ttl: ttl,
+	return s.startLease(id, g), nil
+}
+
+// CreateLeased creates session h and takes its lease in one transaction
+// (see [store.CreateLeaser]): it fails as Create would and otherwise
+// cannot fail as Acquire can, since nobody else can hold a session that
+// did not exist.
+func (s *Store) CreateLeased(ctx context.Context, h session.Header, label string) (store.Lease, error) {
+	if err := checkHeader(h); err != nil {
+		return nil, fmt.Errorf("create session: %w", err)
+	}
+	var g grant
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.insertSession(ctx, tx, h); err != nil {
+			return err
+		}
+		var err error
+		g, err = s.acquireTx(ctx, tx, h.ID, label)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.startLease(h.ID, g), nil
+}
+
+// grant is what a lease's acquiring transaction decided.
+type grant struct {
+	epoch int64
+	self  Owner
+	prev  *Owner
+}
+
+// acquireTx takes the lease of session id inside tx.
+func (s *Store) acquireTx(ctx context.Context, tx *sql.Tx, id, label string) (grant, error) {
+	g := grant{self: Self(label)}
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return grant{}, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return grant{}, fmt.Errorf("session %s: acquire: %w", id, err)
+	}
+	r, ok, err := readLease(ctx, tx, nil, id)
+	if err != nil {
+		return grant{}, err
+	}
+	now := s.now()
+	if ok && r.held {
+		if h, live := r.liveHolder(now); live {
+			return grant{}, &BusyError{SessionID: id, Holder: h}
+		}
+		o := r.owner
+		g.prev = &o
+	}
+	g.epoch = r.epoch + 1
+	g.self.Since = now
+	_, err = tx.ExecContext(ctx, `INSERT INTO leases (session_id, epoch, held, pid, host, start_id, label, since, expires_at)
+		VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (session_id) DO UPDATE SET epoch = excluded.epoch, held = 1, pid = excluded.pid,
+			host = excluded.host, start_id = excluded.start_id, label = excluded.label,
+			since = excluded.since, expires_at = excluded.expires_at`,
+		id, g.epoch, g.self.PID, g.self.Host, g.self.Start, g.self.Label, now, now+s.leaseTTL.Milliseconds())
+	if err != nil {
+		return grant{}, fmt.Errorf("session %s: acquire: %w", id, err)
+	}
+	return g, nil
+}
+
+// startLease makes the lease a committed grant gave and starts its
+// renewal.
+func (s *Store) startLease(id string, g grant) *Lease {
+	l := &Lease{s: s, id: id, epoch: g.epoch, owner: g.self, prev: g.prev, ttl: s.leaseTTL,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go l.renewLoop()
-	return l, nil
+	return l
 }
 
 // SessionID is the leased session.

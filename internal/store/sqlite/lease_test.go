@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/session/sessiontest"
+	"github.com/dsh-dev/dsh/internal/store"
 )
 
 func mustAcquire(t *testing.T, s *Store, id, label string) *Lease {
@@ -246,5 +247,70 @@ func TestSchemaV1Migrates(t *testing.T) {
 	l := mustAcquire(t, s2, "s", "dsh run")
 	if l.Epoch() != 1 {
 		t.Fatalf("epoch %d", l.Epoch())
+	}
+}
+
+// TestCreateLeasedIsCreateThenAcquire: the one-transaction creation of a
+// leased session stores what Create then Acquire store, and fails as
+// Create fails, leaving nothing behind.
+func TestCreateLeasedIsCreateThenAcquire(t *testing.T) {
+	ctx := context.Background()
+	s, path := newStore(t)
+	l, err := s.CreateLeased(ctx, hdr("a"), "dsh run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, "b")
+	ref := mustAcquire(t, s, "b", "dsh run")
+	if l.Epoch() != ref.Epoch() || l.Owner().Label != "dsh run" || l.Owner().PID != ref.Owner().PID {
+		t.Fatalf("lease epoch %d owner %+v, Create+Acquire gives %d %+v", l.Epoch(), l.Owner(), ref.Epoch(), ref.Owner())
+	}
+	if _, took := l.TookOverFrom(); took {
+		t.Error("a new session's lease counted as a takeover")
+	}
+	a, err := s.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Get(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != store.StatusRunning || a.Status != b.Status || a.Events != b.Events || a.Turns != b.Turns {
+		t.Fatalf("entry %+v, Create+Acquire gives %+v", a, b)
+	}
+	// Held: another process is refused, and the holder writes.
+	other := openAt(t, path)
+	var busy *BusyError
+	if _, err := other.Acquire(ctx, "a", "dsh serve"); !errors.As(err, &busy) || busy.Holder.Label != "dsh run" {
+		t.Fatalf("Acquire of a CreateLeased session = %v", err)
+	}
+	if err := l.Append(ctx, "a", []session.Event{ev(t, 0, session.TypeEndSeed, struct{}{})}); err != nil {
+		t.Fatal(err)
+	}
+	// An id already stored fails as Create does and leaves the lease as
+	// it was; so does a header Create refuses.
+	if _, err := s.CreateLeased(ctx, hdr("a"), "dsh serve"); !errors.Is(err, ErrExists) {
+		t.Fatalf("CreateLeased of a stored id = %v", err)
+	}
+	if _, err := other.Acquire(ctx, "a", "dsh serve"); !errors.As(err, &busy) || busy.Holder.Label != "dsh run" {
+		t.Fatalf("after a refused CreateLeased, Acquire = %v", err)
+	}
+	bad := hdr("c")
+	bad.Version++
+	if _, err := s.CreateLeased(ctx, bad, "dsh run"); err == nil {
+		t.Fatal("CreateLeased took a header of another format version")
+	}
+	if _, err := s.Get(ctx, "c"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused header was stored: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := renewers(); n != 0 {
+		t.Fatalf("%d renewal goroutines after Release", n)
 	}
 }

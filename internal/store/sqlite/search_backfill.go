@@ -30,10 +30,13 @@ func markBackfill(ctx context.Context, tx *sql.Tx) error {
 }
 
 // startBackfill starts the background backfill when sessions are pending.
-// Its goroutine is the store's: Close cancels it and waits for it.
+// Its goroutine is the store's: Close cancels it and waits for it. The
+// check runs on the writer, whose connection init has just opened: on
+// the reader it would open a second connection (and parse the schema
+// again) before a process that may never read gets to its first request.
 func (s *Store) startBackfill(ctx context.Context) {
 	var pending bool
-	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM search_pending)`).Scan(&pending); err != nil || !pending {
+	if err := s.w.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM search_pending)`).Scan(&pending); err != nil || !pending {
 		return
 	}
 	bctx, stop := context.WithCancel(context.WithoutCancel(ctx))

@@ -12,7 +12,10 @@ import (
 )
 
 // Interface check: the store provides the search seam.
-var _ store.Search = (*Store)(nil)
+var (
+	_ store.Search       = (*Store)(nil)
+	_ store.CreateLeaser = (*Store)(nil)
+)
 
 // ftsQuery turns a user's query into an FTS5 expression that cannot be a
 // syntax error: every word and every "quoted phrase" becomes a quoted
