@@ -183,13 +183,22 @@ func (e *FormatError) Error() string {
 // Validate checks one stored event: a known (or ignorable) type, lossless
 // JSON data, and surface ops exactly on surface events.
 func (e Event) Validate() error {
+	_, err := e.ValidateSpacing()
+	return err
+}
+
+// ValidateSpacing is Validate that also reports whether the data has
+// whitespace between its JSON tokens (json.Marshal would remove it), in
+// the same pass over the data.
+func (e Event) ValidateSpacing() (spaced bool, err error) {
 	if err := e.validateEnvelope(); err != nil {
-		return err
+		return false, err
 	}
-	if err := CheckLossless(e.Data); err != nil {
-		return fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
+	spaced, err = checkLossless(e.Data)
+	if err != nil {
+		return false, fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
 	}
-	return nil
+	return spaced, nil
 }
 
 // validateEnvelope checks everything but the data.

@@ -15,19 +15,27 @@ import (
 // replaces it). It is a single pass over the bytes with no allocation for
 // typical payloads, because every stored event goes through it.
 func CheckLossless(data []byte) error {
+	_, err := checkLossless(data)
+	return err
+}
+
+// checkLossless is CheckLossless that also reports whether data has
+// whitespace between its tokens, which json.Marshal removes: the store
+// writes data without it as it is (sqlite's encodeBody).
+func checkLossless(data []byte) (spaced bool, err error) {
 	if len(data) == 0 {
-		return errors.New("data is empty")
+		return false, errors.New("data is empty")
 	}
 	s := scanner{data: data}
 	s.ws()
 	if err := s.value(0); err != nil {
-		return fmt.Errorf("data is not lossless JSON: %w", err)
+		return false, fmt.Errorf("data is not lossless JSON: %w", err)
 	}
 	s.ws()
 	if s.i != len(s.data) {
-		return fmt.Errorf("data is not lossless JSON: trailing content at offset %d", s.i)
+		return false, fmt.Errorf("data is not lossless JSON: trailing content at offset %d", s.i)
 	}
-	return nil
+	return s.spaced, nil
 }
 
 const maxDepth = 1000
@@ -35,6 +43,8 @@ const maxDepth = 1000
 type scanner struct {
 	data []byte
 	i    int
+	// spaced is set once whitespace between tokens was skipped.
+	spaced bool
 }
 
 func (s *scanner) errf(format string, args ...any) error {
@@ -46,6 +56,7 @@ func (s *scanner) ws() {
 		switch s.data[s.i] {
 		case ' ', '\t', '\n', '\r':
 			s.i++
+			s.spaced = true
 		default:
 			return
 		}
@@ -146,6 +157,14 @@ func (s *scanner) str(key bool) ([]byte, error) {
 	start := s.i
 	escaped := false
 	for s.i < len(s.data) {
+		// Most of a string is plain bytes: skip them in a tight loop
+		// (UTF-8 is checked over the whole string at its end).
+		for s.i < len(s.data) && plainStr[s.data[s.i]] {
+			s.i++
+		}
+		if s.i >= len(s.data) {
+			break
+		}
 		c := s.data[s.i]
 		switch {
 		case c == '"':
@@ -157,7 +176,7 @@ func (s *scanner) str(key bool) ([]byte, error) {
 				}
 				return raw, nil
 			}
-			if !utf8.Valid(raw) || !validSurrogates(raw) {
+			if !utf8.Valid(raw) {
 				return nil, s.errf("invalid UTF-8 in string")
 			}
 			if !key {
@@ -182,7 +201,23 @@ func (s *scanner) str(key bool) ([]byte, error) {
 				if s.i+4 >= len(s.data) || !isHex4(s.data[s.i+1:s.i+5]) {
 					return nil, s.errf("invalid \\u escape")
 				}
-				s.i += 5
+				// A lone UTF-16 surrogate is silently replaced with U+FFFD
+				// by a decoder: a high one must be followed by a low one.
+				switch r := hex4(s.data[s.i+1 : s.i+5]); {
+				case r >= 0xD800 && r < 0xDC00:
+					lo := s.i + 5
+					if lo+5 >= len(s.data) || s.data[lo] != '\\' || s.data[lo+1] != 'u' || !isHex4(s.data[lo+2:lo+6]) {
+						return nil, s.errf("invalid UTF-8 in string")
+					}
+					if r2 := hex4(s.data[lo+2 : lo+6]); r2 < 0xDC00 || r2 >= 0xE000 {
+						return nil, s.errf("invalid UTF-8 in string")
+					}
+					s.i = lo + 6
+				case r >= 0xDC00 && r < 0xE000:
+					return nil, s.errf("invalid UTF-8 in string")
+				default:
+					s.i += 5
+				}
 			default:
 				return nil, s.errf("invalid escape")
 			}
@@ -195,6 +230,15 @@ func (s *scanner) str(key bool) ([]byte, error) {
 	return nil, s.errf("unterminated string")
 }
 
+// plainStr marks the bytes a string's scan passes over without a look:
+// all but the closing quote, a backslash and control characters.
+var plainStr = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 func isHex4(b []byte) bool {
 	for _, c := range b {
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
@@ -204,49 +248,21 @@ func isHex4(b []byte) bool {
 	return true
 }
 
-// validSurrogates rejects \u escapes that encode a lone UTF-16 surrogate,
-// which a decoder silently replaces with U+FFFD.
-func validSurrogates(raw []byte) bool {
-	hex := func(b []byte) rune {
-		var r rune
-		for _, c := range b {
-			r <<= 4
-			switch {
-			case c >= '0' && c <= '9':
-				r |= rune(c - '0')
-			case c >= 'a' && c <= 'f':
-				r |= rune(c-'a') + 10
-			default:
-				r |= rune(c-'A') + 10
-			}
-		}
-		return r
-	}
-	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' {
-			continue
-		}
-		i++
-		if raw[i] != 'u' {
-			continue
-		}
-		r := hex(raw[i+1 : i+5])
-		i += 4
+// hex4 decodes four hex digits (isHex4 checked them).
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		r <<= 4
 		switch {
-		case r >= 0xD800 && r < 0xDC00:
-			if i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
-				return false
-			}
-			lo := hex(raw[i+3 : i+7])
-			if lo < 0xDC00 || lo >= 0xE000 {
-				return false
-			}
-			i += 6
-		case r >= 0xDC00 && r < 0xE000:
-			return false
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		default:
+			r |= rune(c-'A') + 10
 		}
 	}
-	return true
+	return r
 }
 
 func (s *scanner) array(depth int) error {

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -199,13 +198,18 @@ func (e *encoder) encode(k int) {
 	lo, hi := e.bounds(k)
 	for i := lo; i < hi; i++ {
 		ev := e.events[i]
+		// Unvalidated events (an import: parsed and checked already)
+		// take Marshal's path, which compacts whatever they hold.
+		compact := false
 		if e.validate {
-			if err := ev.Validate(); err != nil {
+			spaced, err := ev.ValidateSpacing()
+			if err != nil {
 				e.errs[k] = fmt.Errorf("session %s: append: %w", e.id, err)
 				return
 			}
+			compact = !spaced
 		}
-		b, err := json.Marshal(ev)
+		b, err := encodeBody(ev, compact)
 		if err != nil {
 			e.errs[k] = fmt.Errorf("session %s: append: encode event %d: %w", e.id, ev.Seq, err)
 			return
