@@ -26,6 +26,7 @@ type lazyBuild struct {
 var (
 	helloBuild  lazyBuild
 	staticBuild lazyBuild
+	floorBuild  lazyBuild
 )
 
 func (o *lazyBuild) get(b *testing.B, build func(dir string) (string, error)) string {
@@ -77,6 +78,58 @@ func staticBinary(b *testing.B) string {
 	return staticBuild.get(b, func(dir string) (string, error) {
 		out := filepath.Join(dir, "dsh")
 		return out, goBuild("", out, []string{"CGO_ENABLED=0"}, "github.com/dsh-dev/dsh/cmd/dsh")
+	})
+}
+
+// floorBinary builds a hello-world that links every third-party package
+// dsh links (each imported for its side effects: its initialisation runs,
+// as in dsh, before main): the start-up of dsh's dependency set with none
+// of dsh's own code. A figure below it is out of reach of any program
+// built on these dependencies.
+func floorBinary(b *testing.B) string {
+	return floorBuild.get(b, func(dir string) (string, error) {
+		root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+		if err != nil {
+			return "", fmt.Errorf("go list -m: %w", err)
+		}
+		mod := strings.TrimSpace(string(root))
+		list, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{.Name}}{{end}}", "github.com/dsh-dev/dsh/cmd/dsh").Output()
+		if err != nil {
+			return "", fmt.Errorf("go list -deps: %w", err)
+		}
+		var src strings.Builder
+		src.WriteString("package main\n\nimport (\n\t\"fmt\"\n")
+		for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
+			path, name, _ := strings.Cut(line, " ")
+			// dsh's own packages, commands, and other modules' internal
+			// packages (their public importers initialise them).
+			if strings.HasPrefix(path, "github.com/dsh-dev/dsh") || name == "main" ||
+				strings.Contains(path+"/", "/internal/") {
+				continue
+			}
+			fmt.Fprintf(&src, "\t_ %q\n", path)
+		}
+		src.WriteString(")\n\nfunc main() { fmt.Println(\"hello, world\") }\n")
+		gomod, err := os.ReadFile(filepath.Join(mod, "go.mod"))
+		if err != nil {
+			return "", err
+		}
+		_, rest, _ := strings.Cut(string(gomod), "\n")
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module floor\n"+rest), 0o644); err != nil {
+			return "", err
+		}
+		sum, err := os.ReadFile(filepath.Join(mod, "go.sum"))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src.String()), 0o644); err != nil {
+			return "", err
+		}
+		out := filepath.Join(dir, "floor")
+		return out, goBuild(dir, out, []string{"CGO_ENABLED=0", "GOFLAGS=-mod=mod"}, ".")
 	})
 }
 
@@ -184,7 +237,8 @@ func BenchmarkStartup(b *testing.B) {
 			firstRequest(v)
 		}
 	}
-	var helloT, bashT, helloCPU []time.Duration
+	floor := floorBinary(b)
+	var helloT, bashT, helloCPU, floorT []time.Duration
 	load0 := loadAvg()
 	b.ResetTimer()
 	for range b.N {
@@ -192,6 +246,8 @@ func BenchmarkStartup(b *testing.B) {
 		helloT, helloCPU = append(helloT, w), append(helloCPU, c)
 		w, _ = exit(exec.Command("bash", "-c", "true"))
 		bashT = append(bashT, w)
+		w, _ = exit(exec.Command(floor))
+		floorT = append(floorT, w)
 		for _, v := range variants {
 			w, c := exit(cmd(v, "version"))
 			v.version, v.versionCPU = append(v.version, w), append(v.versionCPU, c)
@@ -208,6 +264,8 @@ func BenchmarkStartup(b *testing.B) {
 	b.ReportMetric(ms(hc), "hello-cpu-ms")
 	b.ReportMetric(ms(bt), "bash-true-ms")
 	b.ReportMetric(ratio(bt), "bash-x-hello")
+	b.ReportMetric(ms(median(floorT)), "deps-floor-ms")
+	b.ReportMetric(ratio(median(floorT)), "deps-floor-x-hello")
 	for _, v := range variants {
 		b.ReportMetric(ms(median(v.version)), v.name+"version-ms")
 		b.ReportMetric(ms(median(v.first)), v.name+"first-request-ms")
