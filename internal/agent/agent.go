@@ -111,6 +111,9 @@ type Agent struct {
 	// lastInputs is what lastHeader was encoded from by this instance,
 	// so an unchanged header is recognised without encoding it again.
 	lastInputs *session.RequestHeaderData
+	// prepared is the header PrepareHeader encoded ahead of the first
+	// call; that call uses it when its inputs are the same.
+	prepared *preparedHeader
 	// encoded keeps the adapter's encoding of the history between this
 	// instance's requests, so a step does not re-encode what the model
 	// already read.

@@ -61,12 +61,7 @@ func (a *Agent) runStep(ctx context.Context, turn, step int, enter []llm.Message
 // callModel makes one model call, retrying transient failures inside the
 // open step, and logs every chunk and the resulting assistant/message.
 func (a *Agent) callModel(ctx context.Context, turn, step int, out *Outcome) (llm.Message, llm.FinishReason, error) {
-	cfg := session.CallConfig{
-		Provider:  a.cfg.Route.Provider,
-		Model:     a.cfg.Route.Model.ID,
-		Effort:    a.cfg.Route.Effort,
-		MaxTokens: a.cfg.Route.MaxTokens,
-	}
+	cfg := a.callConfig()
 	for _, h := range a.cfg.Hooks.Request {
 		h(ctx, &cfg)
 	}
@@ -196,6 +191,39 @@ func (a *Agent) stream(ctx context.Context, turn, step int, cfg session.CallConf
 	return msg, finish, nil, nil
 }
 
+// callConfig is a call's configuration before the request hooks.
+func (a *Agent) callConfig() session.CallConfig {
+	return session.CallConfig{
+		Provider:  a.cfg.Route.Provider,
+		Model:     a.cfg.Route.Model.ID,
+		Effort:    a.cfg.Route.Effort,
+		MaxTokens: a.cfg.Route.MaxTokens,
+	}
+}
+
+// preparedHeader is a request header encoded ahead of its call.
+type preparedHeader struct {
+	inputs session.RequestHeaderData
+	raw    []byte
+}
+
+// PrepareHeader encodes now the request header the first model call
+// will log, if nothing changes it before then: dsh calls it while a new
+// session is still being stored, so that the ~40 KB encoding is not on
+// the way to the first request. The call uses it only for inputs equal
+// to these (the same check that spares later steps the encoding); a
+// request hook or a tool registered in between costs nothing but this
+// encoding. It must be called before the agent runs.
+func (a *Agent) PrepareHeader() {
+	h := session.RequestHeaderData{Config: a.callConfig(), System: a.cfg.System, Tools: a.cfg.Tools.Schemas(a.cfg.Scope)}
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return // the call will report it
+	}
+	h.Tools = slices.Clone(h.Tools)
+	a.prepared = &preparedHeader{inputs: h, raw: raw}
+}
+
 // logRequestHeader appends request/header on the first request of this
 // agent instance and whenever the header changes, and request/context
 // when the route changes.
@@ -206,10 +234,16 @@ func (a *Agent) logRequestHeader(cfg session.CallConfig, tools []llm.ToolSchema)
 		// and the ~33 KB header is not encoded again at every step.
 		return a.logRequestContext(cfg)
 	}
-	raw, err := json.Marshal(h)
-	if err != nil {
-		return err
+	var raw []byte
+	if p := a.prepared; p != nil && sameHeader(p.inputs, h) {
+		raw = p.raw
+	} else {
+		var err error
+		if raw, err = json.Marshal(h); err != nil {
+			return err
+		}
 	}
+	a.prepared = nil
 	// Keep copies: the caller's slice and temperature may be reused.
 	h.Tools = slices.Clone(tools)
 	if t := h.Config.Temperature; t != nil {

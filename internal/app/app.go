@@ -551,6 +551,9 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	if e.plan != nil {
 		e.plan.SetBusy(ag.Busy)
 	}
+	// A new session is being stored meanwhile (pendingLease): the first
+	// request's header is encoded now rather than on its way.
+	ag.PrepareHeader()
 	proj, err := sessionProjections(log.Header(), int64(route.Model.ContextWindow))
 	if err != nil {
 		return nil, err
