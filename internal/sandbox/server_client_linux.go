@@ -181,11 +181,27 @@ func (s *server) dead() bool {
 // left and exit; the teardown confirms it.
 func (s *server) close() {
 	s.conn.close()
+	// On EOF the server ends what it runs and returns, and bubblewrap
+	// and the helper outside it follow, each reaping the one below: so
+	// the CPU time of every command it ran reaches dsh's own accounting
+	// (time(1), a parent's rusage), as a per-call command's does. A
+	// teardown's signal would kill bubblewrap before it reaps, and the
+	// time with it; it is for a server that does not end by itself.
+	t := time.NewTimer(serverExitWait)
+	select {
+	case <-s.p.Exited():
+	case <-t.C:
+	}
+	t.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), proc.KillWait+proc.DefaultKillGrace)
 	defer cancel()
 	s.p.Teardown(ctx)
 	<-s.gone
 }
+
+// serverExitWait bounds how long closing a session waits for its server
+// to end by itself (a few milliseconds) before tearing it down.
+const serverExitWait = 500 * time.Millisecond
 
 // remote is a command the server runs, as proc.RunRemote sees it.
 type remote struct {

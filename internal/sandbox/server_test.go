@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -510,6 +511,48 @@ func TestServerSpawnerKilled(t *testing.T) {
 			_ = parent.Wait()
 			requireGone(t, m, 10*time.Second)
 			requireGone(t, server, 10*time.Second)
+		})
+	}
+}
+
+// childCPU is the user and system time of this process's waited-for
+// descendants.
+func childCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestServerCloseAccountsCPU: a session's server ends by itself when its
+// session closes, so the CPU time of what it ran reaches dsh's own
+// accounting up the chain of waits (time(1) on dsh, a parent's rusage),
+// as a per-call command's does; a server torn down by signal took it
+// along.
+func TestServerCloseAccountsCPU(t *testing.T) {
+	const burn = "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done"
+	before := childCPU(t)
+	if err := exec.Command("bash", "-c", burn).Run(); err != nil {
+		t.Fatal(err)
+	}
+	direct := childCPU(t) - before
+	for _, be := range realBackends() {
+		t.Run(be.Name(), func(t *testing.T) {
+			f := newFixture(t)
+			sc := newServerCase(t, be, Policy{Mode: WorkspaceWrite, Workspace: f.ws}, f.ws)
+			before := childCPU(t)
+			if out := sc.run(t.Context(), burn, 0); out.ExitCode != 0 {
+				t.Fatalf("exit %d: %s", out.ExitCode, out.Output)
+			}
+			if sc.ss.served.Load() != 1 {
+				t.Fatal("not served")
+			}
+			sc.ss.Close()
+			if got := childCPU(t) - before; got < direct/2 {
+				t.Fatalf("after the session closed its server's command counts %v of CPU; run directly it took %v", got, direct)
+			}
 		})
 	}
 }
