@@ -201,7 +201,7 @@ func (s *server) close() {
 
 // serverExitWait bounds how long closing a session waits for its server
 // to end by itself (a few milliseconds) before tearing it down.
-const serverExitWait = 500 * time.Millisecond
+const serverExitWait = time.Second
 
 // remote is a command the server runs, as proc.RunRemote sees it.
 type remote struct {
