@@ -103,19 +103,19 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return failed.usage("the prompt is empty")
 	}
 
-	// The runtime's first signal.Notify starts a thread of its own (a
-	// third of a millisecond before the first request): it is set up
-	// while the store opens.
-	sigs := make(chan os.Signal, 2)
-	notified := make(chan struct{})
+	// The runtime starts a thread for signal delivery at the first
+	// signal.Notify (a third of a millisecond): it starts here, while the
+	// store opens, through a signal whose default action is to be
+	// ignored. Interrupts keep their default (dsh exits) until the run is
+	// ready to handle them below.
+	warmed := make(chan struct{})
 	go func() {
-		defer close(notified)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		defer close(warmed)
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGWINCH)
+		signal.Stop(c)
 	}()
-	defer func() {
-		<-notified
-		signal.Stop(sigs)
-	}()
+	defer func() { <-warmed }()
 
 	a, err := app.Open(ctx, app.Options{Patches: patches})
 	if err != nil {
@@ -181,7 +181,9 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	defer finishStream()
 
 	// First interrupt cancels the turn cleanly; a second exits at once.
-	// (One that came during start-up is waiting in sigs.)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	interrupted := make(chan struct{})
