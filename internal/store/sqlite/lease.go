@@ -172,11 +172,12 @@ type grant struct {
 	epoch int64
 	self  Owner
 	prev  *Owner
+	ttl   time.Duration // the expiry it wrote is since + ttl
 }
 
 // acquireTx takes the lease of session id inside tx.
 func (s *Store) acquireTx(ctx context.Context, tx *sql.Tx, id, label string) (grant, error) {
-	g := grant{self: Self(label)}
+	g := grant{self: Self(label), ttl: s.leaseTTL}
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -204,7 +205,7 @@ func (s *Store) acquireTx(ctx context.Context, tx *sql.Tx, id, label string) (gr
 		ON CONFLICT (session_id) DO UPDATE SET epoch = excluded.epoch, held = 1, pid = excluded.pid,
 			host = excluded.host, start_id = excluded.start_id, label = excluded.label,
 			since = excluded.since, expires_at = excluded.expires_at`,
-		id, g.epoch, g.self.PID, g.self.Host, g.self.Start, g.self.Label, now, now+s.leaseTTL.Milliseconds())
+		id, g.epoch, g.self.PID, g.self.Host, g.self.Start, g.self.Label, now, now+g.ttl.Milliseconds())
 	if err != nil {
 		return grant{}, fmt.Errorf("session %s: acquire: %w", id, err)
 	}
@@ -214,7 +215,7 @@ func (s *Store) acquireTx(ctx context.Context, tx *sql.Tx, id, label string) (gr
 // startLease makes the lease a committed grant gave and starts its
 // renewal.
 func (s *Store) startLease(id string, g grant) *Lease {
-	l := &Lease{s: s, id: id, epoch: g.epoch, owner: g.self, prev: g.prev, ttl: s.leaseTTL,
+	l := &Lease{s: s, id: id, epoch: g.epoch, owner: g.self, prev: g.prev, ttl: g.ttl,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go l.renewLoop()
 	return l
