@@ -147,9 +147,12 @@ func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
 		select {
 		case <-chld:
 			if status, done := reap(r.pid); done {
-				if !inNS {
-					sweep()
-				}
+				// In a namespace its end would kill what is left too, but
+				// what the kernel reaps then never reaches the helper's
+				// own accounting: bubblewrap's monitor exits as soon as
+				// its init reports the command's end, orphaning the init,
+				// which holds the CPU time of everything it reaped.
+				sweep()
 				return exitCode(status), nil
 			}
 		case <-death:
