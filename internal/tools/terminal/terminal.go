@@ -217,14 +217,22 @@ func settle(ctx context.Context, t *terminal.Terminal, from int64, lines int, qu
 	}
 }
 
-// atPrompt reports whether the output since from ends with the
-// terminal's prompt after at least lines line ends.
-func atPrompt(t *terminal.Terminal, from, total int64, lines int) bool {
+// atPrompt reports whether the output from offset from to end ends with
+// the terminal's prompt after at least lines line ends. Only that span
+// is read: output arriving meanwhile is the next check's, so a caller
+// that has passed on the output up to end has passed on all of what the
+// answer rests on.
+func atPrompt(t *terminal.Terminal, from, end int64, lines int) bool {
 	p := t.Prompt()
-	if p == nil || total <= from {
+	if p == nil || end <= from {
 		return false
 	}
-	text := terminal.Clean(t.Read(from, 0).Data)
+	page := t.Read(from, 0)
+	data := page.Data
+	if n := end - page.Start; n < int64(len(data)) {
+		data = data[:max(0, n)]
+	}
+	text := terminal.Clean(data)
 	for range lines {
 		i := strings.IndexByte(text, '\n')
 		if i < 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -261,5 +262,33 @@ func TestNodeAndShellTypes(t *testing.T) {
 	h.ok(SendName, map[string]any{"session_id": id, "text": "mkdir -p d && cd d && V=7"})
 	if out, _ := h.ok(SendName, map[string]any{"session_id": id, "text": `echo "$V in ${PWD##*/}"`}); !strings.Contains(out, "7 in d\n") {
 		t.Fatalf("shell: %q", out)
+	}
+}
+
+// TestAtPromptReadsOnlyItsSpan: whether the output ends at the prompt
+// is decided on the span asked about, never on output past it, so that
+// a background job that passed on the output up to an offset ends only
+// on a prompt it passed on (its output held only the echo of its input
+// when the prompt came between its read and its check).
+func TestAtPromptReadsOnlyItsSpan(t *testing.T) {
+	mgr := terminal.New(terminal.Options{})
+	t.Cleanup(mgr.Shutdown)
+	term, err := mgr.Open(context.Background(), terminal.Spec{
+		Owner: "s", Type: "shell", Argv: []string{"sh", "-c", `printf 'input\nout\n$ '; exec sleep 1000`},
+		Dir: t.TempDir(), Env: os.Environ(), Prompt: regexp.MustCompile(`\$ $`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, term, 0, "$ ")
+	total := term.Read(0, 0).Total
+	if !atPrompt(term, 0, total, 1) {
+		t.Fatalf("no prompt at the end of %q", term.Read(0, 0).Data)
+	}
+	if atPrompt(term, 0, total-2, 1) {
+		t.Fatal("a prompt past the span ended the check")
+	}
+	if atPrompt(term, 0, total, 3) {
+		t.Fatal("the prompt counted before the lines the input typed")
 	}
 }

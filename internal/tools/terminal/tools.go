@@ -269,7 +269,7 @@ func startJob(ctx context.Context, o Options, c *tool.Call, t *terminal.Terminal
 func follow(ctx context.Context, t *terminal.Terminal, pos int64, lines int, out io.Writer) (jobs.Outcome, error) {
 	from := pos
 	for {
-		ch, total, running := t.Changed()
+		ch, _, running := t.Changed()
 		page := t.Read(pos, 0)
 		if page.Dropped > 0 {
 			fmt.Fprintf(out, "\n[%d bytes scrolled out of the terminal's buffer]\n", page.Dropped)
@@ -284,7 +284,9 @@ func follow(ctx context.Context, t *terminal.Terminal, pos int64, lines int, out
 			}
 			return jobs.Outcome{Note: t.ID() + " closed"}, nil
 		}
-		if atPrompt(t, from, total, lines) {
+		// On what was written out, not on what has arrived since: the
+		// job's output must hold the prompt the job ended on.
+		if atPrompt(t, from, pos, lines) {
 			return jobs.Outcome{Note: "the prompt returned"}, nil
 		}
 		select {
