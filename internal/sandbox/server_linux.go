@@ -92,8 +92,17 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 		dev = snapshotDev()
 	}
 	var cur *served
-	finish := func() {
-		sweepNS(nsSweep)
+	// finish ends the command's turn; none: reap found no child left,
+	// so there is nothing to sweep (the common case: a command that
+	// left nothing running).
+	finish := func(none bool) {
+		if none {
+			if nsSweep {
+				_ = syscall.Kill(-1, syscall.SIGKILL)
+			}
+		} else {
+			sweepNS(nsSweep)
+		}
 		dev.restore()
 		if cur != nil {
 			cur.end()
@@ -106,7 +115,7 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 			if !ok {
 				// dsh closed the connection (the session ended) or broke
 				// the protocol: nothing may outlive the server.
-				finish()
+				finish(false)
 				return 0, nil
 			}
 			switch r.msg.Op {
@@ -138,18 +147,18 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 			if cur != nil {
 				pid = cur.pid
 			}
-			if status, done := reap(pid); done && cur != nil {
-				finish()
+			if status, done, none := reap(pid); done && cur != nil {
+				finish(none)
 				_ = conn.send(serverMsg{Op: opExit, Code: exitCode(status)})
 			}
 		case <-death:
 			if !nsSweep || os.Getpid() != 1 {
-				finish()
+				finish(false)
 				return 128 + int(syscall.SIGKILL), nil
 			}
 		case s := <-stop:
 			// dsh's teardown of the server's group.
-			finish()
+			finish(false)
 			return 128 + int(s.(syscall.Signal)), nil
 		}
 	}

@@ -56,8 +56,10 @@ type msgConn struct {
 	wmu sync.Mutex // one message at a time on the wire
 
 	// Receiving side: one reader at a time.
-	buf []byte
-	fds []int
+	buf  []byte
+	fds  []int
+	rbuf []byte // what one read fills, kept across reads
+	oob  []byte
 }
 
 func newMsgConn(f *os.File) (*msgConn, error) {
@@ -129,8 +131,11 @@ func (m *msgConn) recv() (serverMsg, []int, error) {
 				return msg, fds, nil
 			}
 		}
-		b := make([]byte, 64<<10)
-		oob := make([]byte, unix.CmsgSpace(8*4))
+		if m.rbuf == nil {
+			m.rbuf = make([]byte, 64<<10)
+			m.oob = make([]byte, unix.CmsgSpace(8*4))
+		}
+		b, oob := m.rbuf, m.oob
 		n, oobn, _, _, err := m.c.ReadMsgUnix(b, oob)
 		if oobn > 0 {
 			if scms, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {

@@ -146,13 +146,15 @@ func supervise(spec helperSpec, path string, argv, env []string) (int, error) {
 	for {
 		select {
 		case <-chld:
-			if status, done := reap(r.pid); done {
+			if status, done, none := reap(r.pid); done {
 				// In a namespace its end would kill what is left too, but
 				// what the kernel reaps then never reaches the helper's
 				// own accounting: bubblewrap's monitor exits as soon as
 				// its init reports the command's end, orphaning the init,
 				// which holds the CPU time of everything it reaped.
-				sweep()
+				if !none {
+					sweep()
+				}
 				return exitCode(status), nil
 			}
 		case <-death:
@@ -303,12 +305,11 @@ func startInner(spec helperSpec, argv, env []string, started chan<- startResult)
 }
 
 // reap collects every exited child without blocking and reports the
-// command's status once it is among them.
-func reap(cmd int) (syscall.WaitStatus, bool) {
-	var (
-		found  bool
-		status syscall.WaitStatus
-	)
+// command's status once it is among them. none: the helper has no child
+// left at all. A process's children are re-parented before it can be
+// reaped, so every living descendant of the helper has an ancestor
+// among its children: with none, a sweep has nothing to find.
+func reap(cmd int) (status syscall.WaitStatus, found, none bool) {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -316,7 +317,7 @@ func reap(cmd int) (syscall.WaitStatus, bool) {
 			continue
 		}
 		if err != nil || pid <= 0 {
-			return status, found
+			return status, found, errors.Is(err, syscall.ECHILD)
 		}
 		if pid == cmd {
 			status, found = ws, true
