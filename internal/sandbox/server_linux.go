@@ -214,6 +214,24 @@ func startServed(msg serverMsg, fds []int) (*served, int, error) {
 		}
 		fmt.Fprintf(s.out, "%s%s\n", SocketDeniedPrefix, p)
 	}
+	attr := &syscall.ProcAttr{
+		Dir:   msg.Dir,
+		Env:   env,
+		Files: []uintptr{s.in.Fd(), s.out.Fd(), s.out.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	if spec.Lifetime && spec.Gate == nil {
+		// Nothing to confine per thread (danger-full-access): forked
+		// from the server's own goroutine, which init locked to the
+		// main thread, so the Pdeathsig fires only when the server
+		// ends, and no thread is made and ended per command.
+		pid, err := syscall.ForkExec(path, msg.Argv, attr)
+		if err != nil {
+			return s, helperExitSetup, fmt.Errorf("exec %s: %w", path, err)
+		}
+		s.pid = pid
+		return s, 0, nil
+	}
 	done := make(chan struct{})
 	started := make(chan startResult, 1)
 	go func() {
@@ -236,12 +254,7 @@ func startServed(msg serverMsg, fds []int) (*served, int, error) {
 			}
 			gate = g
 		}
-		pid, err := syscall.ForkExec(path, msg.Argv, &syscall.ProcAttr{
-			Dir:   msg.Dir,
-			Env:   env,
-			Files: []uintptr{s.in.Fd(), s.out.Fd(), s.out.Fd()},
-			Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-		})
+		pid, err := syscall.ForkExec(path, msg.Argv, attr)
 		if err != nil {
 			if gate != nil {
 				gate.abort()

@@ -67,42 +67,50 @@ func (sc *serverCase) runErr(ctx context.Context, script string, timeout time.Du
 }
 
 // BenchmarkServerTrue is BenchmarkWrapTrue's bash case through a
-// session's server. cpu-us/call is the server's and its commands' CPU
-// (bash's own included), which reaches this process when the session
-// closes and the server is waited for.
+// session's server, for each working backend and for danger-full-access
+// (supervise). cpu-us/call is the server's and its commands' CPU (bash's
+// own included), which reaches this process when the session closes and
+// the server is waited for.
 func BenchmarkServerTrue(b *testing.B) {
+	argv := []string{"bash", "-c", "true"}
 	for _, be := range realBackends() {
 		b.Run(be.Name(), func(b *testing.B) {
 			requireWorking(b, be)
 			ws := b.TempDir()
-			ss := New(be).Session()
-			defer ss.Close()
 			p := Policy{Mode: WorkspaceWrite, Workspace: ws}
-			var before unix.Rusage
-			_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &before)
-			n := 0
-			for b.Loop() {
-				n++
-				c, err := ss.Confine([]string{"bash", "-c", "true"}, p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out, err := c.Run(b.Context(), proc.Spec{Argv: c.Argv, Dir: ws, Env: proc.EnvPolicy{Exact: os.Environ()}, SysProcAttr: c.ProcAttr})
-				if err != nil || out.ExitCode != 0 {
-					b.Fatalf("%v %d %s", err, out.ExitCode, out.Output)
-				}
-			}
-			if ss.served.Load() == 0 {
-				b.Fatal("not served")
-			}
-			b.StopTimer()
-			ss.Close()
-			var after unix.Rusage
-			_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &after)
-			cpu := after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()
-			b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu-us/call")
+			benchServer(b, New(be).Session(), ws, func(ss *Session) (Confined, error) { return ss.Confine(argv, p) })
 		})
 	}
+	b.Run("supervise", func(b *testing.B) {
+		benchServer(b, New().Session(), b.TempDir(), func(ss *Session) (Confined, error) { return ss.Supervise(argv), nil })
+	})
+}
+
+func benchServer(b *testing.B, ss *Session, dir string, confine func(*Session) (Confined, error)) {
+	defer ss.Close()
+	var before unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &before)
+	n := 0
+	for b.Loop() {
+		n++
+		c, err := confine(ss)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := c.Run(b.Context(), proc.Spec{Argv: c.Argv, Dir: dir, Env: proc.EnvPolicy{Exact: os.Environ()}, SysProcAttr: c.ProcAttr})
+		if err != nil || out.ExitCode != 0 {
+			b.Fatalf("%v %d %s", err, out.ExitCode, out.Output)
+		}
+	}
+	if ss.served.Load() == 0 {
+		b.Fatal("not served")
+	}
+	b.StopTimer()
+	ss.Close()
+	var after unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &after)
+	cpu := after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()
+	b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu-us/call")
 }
 
 func TestServerRunsCommands(t *testing.T) {
@@ -566,5 +574,49 @@ func TestServerCloseAccountsCPU(t *testing.T) {
 				t.Fatalf("after the session closed its server's command counts %v of CPU; run directly it took %v", got, direct)
 			}
 		})
+	}
+}
+
+// danger-full-access through a session's server: nothing is confined per
+// thread, so the server forks each command from its own main thread.
+// Commands see the host's processes, start with nothing of the previous
+// one, and leave nothing running once their result is in.
+func TestServerSupervisesFullAccess(t *testing.T) {
+	requireBash(t)
+	ss := New().Session()
+	t.Cleanup(func() { ss.Close() })
+	dir := t.TempDir()
+	run := func(script string) proc.Outcome {
+		t.Helper()
+		c := ss.Supervise([]string{"bash", "-c", script})
+		if c.Run == nil {
+			t.Fatal("no server for danger-full-access")
+		}
+		env := append(os.Environ(), "TESTPID="+strconv.Itoa(os.Getpid()))
+		out, err := c.Run(t.Context(), proc.Spec{Argv: c.Argv, Dir: dir, Env: proc.EnvPolicy{Exact: env}, SysProcAttr: c.ProcAttr})
+		if err != nil {
+			t.Fatalf("run %q: %v", script, err)
+		}
+		return out
+	}
+	m := newMarker()
+	out := run("kill -0 $TESTPID && echo host-visible; export STATE=a1; cd /; " + escapeScript(m, "exit 3"))
+	if s := string(out.Output); out.ExitCode != 3 || !strings.Contains(s, "host-visible") || !strings.Contains(s, "ready") {
+		t.Fatalf("exit %d: %q", out.ExitCode, s)
+	}
+	if pids := proctest.Marked(m); len(pids) > 0 {
+		t.Fatalf("processes %v outlived the command's result", pids)
+	}
+	out = run(`echo "state=$STATE"; pwd`)
+	if s := string(out.Output); out.ExitCode != 0 || s != "state=\n"+dir+"\n" {
+		t.Fatalf("the next command saw the previous one: exit %d %q", out.ExitCode, s)
+	}
+	for i := range 20 {
+		if out := run("exit " + strconv.Itoa(i)); out.ExitCode != i {
+			t.Fatalf("command %d: exit %d %q", i, out.ExitCode, out.Output)
+		}
+	}
+	if n := ss.served.Load(); n != 22 {
+		t.Fatalf("the server ran %d of 22 commands", n)
 	}
 }
