@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -19,16 +18,18 @@ import (
 // instead of once per command: its namespaces (the PID and mount
 // namespace it is pid 1 of, or bubblewrap's mounts and namespaces around
 // it) are set up once, and it forks each command from inside them with
-// the per-command isolation the per-call helper gives: a fresh thread is
-// locked, confined (Landlock, seccomp, no_new_privs, the capability
-// drop, the socket gate: all per thread) and forks the command into its
-// own process group with the request's environment, working directory
-// and descriptors; the thread ends with the command, taking its
-// confinement with it. When the command exits, everything it left is
-// killed (the whole PID namespace but the server, or the server's
-// subtree where there is none) before the exit is reported, so the next
-// command starts with nothing of the previous one running. One command
-// at a time.
+// the per-command isolation the per-call helper gives: from a locked
+// thread confined as the command's spec says (Landlock, seccomp,
+// no_new_privs, the capability drop, the socket gate: all per thread),
+// into its own process group with the request's environment, working
+// directory and descriptors. That thread, the spawner (spawner_linux.go),
+// is kept for the next command that asks for the same confinement; a
+// command with nothing to confine per thread (danger-full-access) is
+// forked from the server's main thread. When the command exits,
+// everything it left is killed (the whole PID namespace but the server,
+// or the server's subtree where there is none) before the exit is
+// reported, so the next command starts with nothing of the previous one
+// running. One command at a time.
 
 // serve runs the server loop on the helper's main goroutine; the signal
 // channels are supervise's. nsSweep: the server is alone with its
@@ -91,7 +92,10 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 	if nsSweep && os.Getpid() != 1 {
 		dev = snapshotDev()
 	}
-	var cur *served
+	var (
+		cur *served
+		sp  *spawner // the confined thread of the last command
+	)
 	// finish ends the command's turn; none: reap found no child left,
 	// so there is nothing to sweep (the common case: a command that
 	// left nothing running).
@@ -125,7 +129,7 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 					_ = conn.send(serverMsg{Op: opError, Err: "a command is already running"})
 					continue
 				}
-				s, code, err := startServed(r.msg, r.fds)
+				s, code, err := startServed(r.msg, r.fds, &sp)
 				if err != nil {
 					// As the per-call helper would: a line on the
 					// command's output and its exit code.
@@ -166,17 +170,20 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 
 // served is the command the server runs.
 type served struct {
-	pid  int
-	in   *os.File
-	out  *os.File
-	done chan struct{} // closed when the command is gone: ends its thread
+	pid int
+	in  *os.File
+	out *os.File
+	sp  *spawner // what forked it; nil for the server's main thread
 }
 
 // end releases what the server holds for the command.
 func (s *served) end() {
-	if s.done != nil {
-		close(s.done)
-		s.done = nil
+	if s.sp != nil {
+		s.sp.out.Store(nil)
+		if !s.sp.reusable() {
+			// Its thread ends, and its confinement with it.
+			s.sp.retire()
+		}
 	}
 	s.in.Close()
 	s.out.Close()
@@ -188,11 +195,13 @@ func closeFds(fds []int) {
 	}
 }
 
-// startServed starts one command: on a fresh locked thread, confined as
-// the request's spec says, forked with the request's stdin and output.
+// startServed starts one command, forked with the request's stdin and
+// output from a thread confined as the request's spec says: *sp's when
+// it was confined the same way, else a new spawner's, which replaces it
+// if it may serve later commands (spawnerKey).
 // The served value is returned even on error (its output takes the
 // reason), with the helper's exit code for it.
-func startServed(msg serverMsg, fds []int) (*served, int, error) {
+func startServed(msg serverMsg, fds []int, sp **spawner) (*served, int, error) {
 	s := &served{in: os.NewFile(uintptr(fds[0]), "stdin"), out: os.NewFile(uintptr(fds[1]), "output")}
 	if len(msg.Argv) == 0 || msg.Spec == nil {
 		return s, helperExitSetup, errors.New("bad run request")
@@ -207,12 +216,6 @@ func startServed(msg serverMsg, fds []int) (*served, int, error) {
 	path, err := lookPathIn(msg.Argv[0], env, msg.Dir)
 	if err != nil {
 		return s, helperExitNotFound, err
-	}
-	report := func(p string) {
-		if strings.ContainsAny(p, "\n\r") {
-			p = fmt.Sprintf("%q", p)
-		}
-		fmt.Fprintf(s.out, "%s%s\n", SocketDeniedPrefix, p)
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   msg.Dir,
@@ -232,48 +235,29 @@ func startServed(msg serverMsg, fds []int) (*served, int, error) {
 		s.pid = pid
 		return s, 0, nil
 	}
-	done := make(chan struct{})
-	started := make(chan startResult, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine, and its
-		// confinement with it. It lives as long as the command, whose
-		// Pdeathsig is this thread's.
-		runtime.LockOSThread()
-		if !spec.Lifetime {
-			if err := restrictSelf(spec); err != nil {
-				started <- startResult{err: fmt.Errorf("cannot confine %s: %w", msg.Argv[0], err)}
-				return
-			}
-		}
-		var gate *threadGate
-		if spec.Gate != nil {
-			g, err := installThreadGate(*spec.Gate)
-			if err != nil {
-				started <- startResult{err: fmt.Errorf("cannot start the UNIX socket gate for %s: %w", msg.Argv[0], err)}
-				return
-			}
-			gate = g
-		}
-		pid, err := syscall.ForkExec(path, msg.Argv, attr)
-		if err != nil {
-			if gate != nil {
-				gate.abort()
-			}
-			started <- startResult{err: fmt.Errorf("exec %s: %w", path, err)}
-			return
-		}
-		started <- startResult{pid: pid}
-		if gate != nil {
-			gate.serveUntil(pid, report, done)
-			return
-		}
-		<-done
-	}()
-	r := <-started
-	if r.err != nil {
-		return s, helperExitSetup, r.err
+	if *sp != nil && (*sp).key != spawnerKey(spec) {
+		(*sp).retire()
+		*sp = nil
 	}
-	s.pid, s.done = r.pid, done
+	use := *sp
+	if use == nil {
+		n, err := startSpawner(spec, msg.Argv[0])
+		if err != nil {
+			return s, helperExitSetup, err
+		}
+		use = n
+		if use.reusable() {
+			*sp = use
+		}
+	}
+	pid, err := use.spawn(path, msg.Argv, attr, s.out)
+	if err != nil {
+		if !use.reusable() {
+			use.retire()
+		}
+		return s, helperExitSetup, err
+	}
+	s.pid, s.sp = pid, use
 	return s, 0, nil
 }
 

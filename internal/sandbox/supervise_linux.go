@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -264,11 +265,14 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 
 // reportSocketDenied tells the command's stderr (the helper's) that the
 // gate refused a socket, on one line whatever the command named.
-func reportSocketDenied(p string) {
+func reportSocketDenied(p string) { writeSocketDenied(os.Stderr, p) }
+
+// writeSocketDenied writes the line that reports a refused socket at p.
+func writeSocketDenied(w io.Writer, p string) {
 	if strings.ContainsAny(p, "\n\r") {
 		p = strconv.Quote(p)
 	}
-	fmt.Fprintf(os.Stderr, "%s%s\n", SocketDeniedPrefix, p)
+	fmt.Fprintf(w, "%s%s\n", SocketDeniedPrefix, p)
 }
 
 // startInner starts the inner helper of a user namespace: this binary

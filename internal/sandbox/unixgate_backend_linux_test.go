@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/dsh-dev/dsh/internal/proc"
 )
 
 // socketFixture is a workspace fixture with socket servers inside the
@@ -303,6 +305,57 @@ func TestGateOutsideSocketCannotBeRenamedIn(t *testing.T) {
 			}
 			if _, err := os.Stat(f.outS.path); err != nil {
 				t.Fatalf("the outside socket was moved: %v", err)
+			}
+		})
+	}
+}
+
+// Through a session's server, whose confined thread serves command after
+// command: each command's refused socket is reported on its own output
+// and nowhere else, and what the gate allows still works after a refusal.
+func TestServerGateAcrossCommands(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			requireGate(t)
+			f := newSocketFixture(t)
+			if !f.outsideTemp {
+				t.Skipf("fixture %s lies in a temp dir, which workspace-write allows", f.root)
+			}
+			ss := New(b).Session()
+			t.Cleanup(func() { ss.Close() })
+			p := Policy{Mode: WorkspaceWrite, Workspace: f.ws}
+			run := func(args ...string) (int, string) {
+				t.Helper()
+				c, err := ss.Confine(append([]string{self, gateClientArg}, args...), p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Run == nil {
+					t.Fatal("no server for the command")
+				}
+				out, err := c.Run(t.Context(), proc.Spec{Argv: c.Argv, Dir: f.ws, Env: proc.EnvPolicy{Exact: os.Environ()}, SysProcAttr: c.ProcAttr})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out.ExitCode, string(out.Output)
+			}
+			for round := range 3 {
+				code, out := run("connect", f.outS.path)
+				if code == 0 || strings.Count(out, SocketDeniedPrefix) != 1 || !strings.Contains(out, SocketDeniedPrefix+f.outS.path+"\n") {
+					t.Fatalf("round %d, outside socket: exit %d %q", round, code, out)
+				}
+				code, out = run("connect", f.inS.path)
+				if code != 0 || strings.Contains(out, SocketDeniedPrefix) {
+					t.Fatalf("round %d, workspace socket: exit %d %q", round, code, out)
+				}
+			}
+			if n := ss.served.Load(); n != 6 {
+				t.Fatalf("the server ran %d of 6 commands", n)
 			}
 		})
 	}

@@ -283,27 +283,25 @@ func (tg *threadGate) serve(pid int, report func(path string)) {
 	}
 }
 
-// serveUntil is serve for the session server (server_linux.go): it
-// answers the command's gated calls until done is closed (the command
-// and its leftovers are gone), then returns, so that the confining
-// thread can end. Calls the gate still holds for it get ESRCH.
-func (tg *threadGate) serveUntil(pid int, report func(path string), done <-chan struct{}) {
-	child := gatedChild{pid: pid, listener: tg.fd, confined: tg.ct}
+// start answers the gated calls of what is forked from the confining
+// thread, on goroutines of their own, until no task uses the filter any
+// more (the thread and everything it forked are gone); the thread runs
+// the calls that must be made inside its Landlock domain (call). For the
+// session server's spawner (spawner_linux.go), whose thread forks one
+// command after another.
+func (tg *threadGate) start(report func(path string)) {
+	child := gatedChild{listener: tg.fd, confined: tg.ct}
 	gateRoutines.Go(func() {
 		if err := serveUnixGate(context.Background(), child, tg.spec, report); err != nil {
 			fmt.Fprintf(os.Stderr, helperErrPrefix+"%v\n", err)
 		}
 	})
-	for {
-		select {
-		case c := <-tg.ct.calls:
-			r, _, e := unix.Syscall(c.nr, uintptr(c.fd), uintptr(c.p), c.n)
-			c.res <- confinedResult{r, e}
-		case <-done:
-			close(tg.ct.gone)
-			return
-		}
-	}
+}
+
+// call runs one confined call; only on the confining thread.
+func (tg *threadGate) call(c confinedCall) {
+	r, _, e := unix.Syscall(c.nr, uintptr(c.fd), uintptr(c.p), c.n)
+	c.res <- confinedResult{r, e}
 }
 
 // serveUnixGate answers the child's notifications until ctx ends or no
