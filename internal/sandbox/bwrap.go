@@ -102,7 +102,7 @@ func (b *Bwrap) executable() (string, error) {
 	if b.self != "" {
 		return b.self, nil
 	}
-	return os.Executable()
+	return selfExecutable()
 }
 
 // supervised wraps a bwrap command line in the helper, in lifetime-only

@@ -120,7 +120,7 @@ func (l *Landlock) executable() (string, error) {
 	if l.self != "" {
 		return l.self, nil
 	}
-	return os.Executable()
+	return selfExecutable()
 }
 
 // helperSpec is the policy as the helper receives it, already resolved by

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -308,3 +309,8 @@ func readGitPointer(file, prefix string) string {
 	}
 	return r
 }
+
+// selfExecutable is os.Executable, read once: every confined command's
+// command line names this binary, several times over, and the path of a
+// running process's binary does not change.
+var selfExecutable = sync.OnceValues(os.Executable)

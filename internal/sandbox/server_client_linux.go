@@ -74,7 +74,7 @@ func (b *Bwrap) plan(bin string, args []string, cmd helperSpec) serverPlan {
 
 // supervisePlan is the lifetime-only server of danger-full-access.
 func supervisePlan() (serverPlan, error) {
-	self, err := os.Executable()
+	self, err := selfExecutable()
 	if err != nil {
 		return serverPlan{}, err
 	}

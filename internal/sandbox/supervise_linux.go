@@ -284,7 +284,7 @@ func writeSocketDenied(w io.Writer, p string) {
 // inner one confines and runs the command as pid 1.
 func startInner(spec helperSpec, argv, env []string, started chan<- startResult) {
 	runtime.LockOSThread() // the inner helper's Pdeathsig is this thread's
-	self, err := os.Executable()
+	self, err := selfExecutable()
 	if err != nil {
 		started <- startResult{err: fmt.Errorf("find own executable: %w", err)}
 		return

@@ -69,7 +69,7 @@ func (s *Sandbox) Supervise(argv []string) Confined {
 	if len(argv) == 0 || !helperHosted.Load() || !supervisable {
 		return c
 	}
-	self, err := os.Executable()
+	self, err := selfExecutable()
 	if err != nil {
 		return c
 	}
@@ -93,7 +93,7 @@ func namespaceFor(self string) nsMode {
 		return m
 	}
 	m := nsNone
-	if exe, err := os.Executable(); nestedProbe() || (!helperHosted.Load() && err == nil && exe == self) {
+	if exe, err := selfExecutable(); nestedProbe() || (!helperHosted.Load() && err == nil && exe == self) {
 		// This binary cannot be the helper: probing would run it as
 		// itself. Its commands fail anyway (Probe says why).
 		return m
@@ -137,7 +137,7 @@ func ControllingTTY(argv []string) ([]string, error) {
 	if !helperHosted.Load() || !supervisable {
 		return nil, errors.New("sandbox: this binary does not host the helper (main must call sandbox.RunHelperIfRequested)")
 	}
-	self, err := os.Executable()
+	self, err := selfExecutable()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: cannot find own executable: %w", err)
 	}
