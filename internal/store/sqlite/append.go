@@ -87,11 +87,12 @@ func checkSeqs(id string, first int64, events []session.Event) error {
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, st appendStmts, id string, enc *encoder) error {
 	events := enc.events
 	var (
-		next int64
-		sum  summary
-		cwd  string
+		next       int64
+		sum        summary
+		cwd        string
+		searchFrom int64 // the first unindexed seq, -1 for none (search_lag.go)
 	)
-	err := tx.StmtContext(ctx, st.next).QueryRowContext(ctx, id).Scan(&next, &sum.title, &sum.turns, &sum.state, &cwd)
+	err := tx.StmtContext(ctx, st.next).QueryRowContext(ctx, id).Scan(&next, &sum.title, &sum.turns, &sum.state, &cwd, &searchFrom)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("session %s: %w", id, ErrNotFound)
 	}
@@ -129,14 +130,30 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, st appendStmts, id str
 			}
 		}
 	}
-	if err := indexBatch(ctx, tx, st.search, id, cwd, events); err != nil {
-		return err
+	if deferIndex(searchFrom, events) {
+		if searchFrom < 0 {
+			searchFrom = events[0].Seq
+		}
+	} else {
+		if searchFrom >= 0 {
+			if err := indexStored(ctx, tx, st.search, id, cwd, searchFrom, next); err != nil {
+				return err
+			}
+		}
+		if err := indexBatch(ctx, tx, st.search, id, cwd, events); err != nil {
+			return err
+		}
+		searchFrom = -1
+	}
+	var lag any // NULL: nothing left unindexed
+	if searchFrom >= 0 {
+		lag = searchFrom
 	}
 	for _, e := range events {
 		sum.fold(e)
 	}
 	end := next + int64(len(events))
-	if _, err := tx.StmtContext(ctx, st.update).ExecContext(ctx, end, s.now(), sum.title, sum.turns, sum.state, id); err != nil {
+	if _, err := tx.StmtContext(ctx, st.update).ExecContext(ctx, end, s.now(), sum.title, sum.turns, sum.state, lag, id); err != nil {
 		return fmt.Errorf("session %s: append: %w", id, err)
 	}
 	return nil

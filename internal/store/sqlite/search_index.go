@@ -21,8 +21,9 @@ import (
 // One FTS5 row per indexed event, its rowid the event row's rowid, so a
 // session's rows are found through the events index and rowid order is
 // storage order (appends are stored in time order). Rows are written in
-// the append's transaction, so the index never disagrees with the stored
-// log, and Reindex rebuilds them from the stored events with the same
+// the append's transaction or, when the append defers them, by the append
+// or search that catches up (search_lag.go), so a search never disagrees
+// with the stored log, and Reindex rebuilds them from the stored events with the same
 // extraction (indexText). Only events people and models look for carry
 // text: prompts (a user/message stored as an inbox reference is indexed
 // with the queued text it references), replies and reasoning, tool calls
@@ -245,10 +246,20 @@ func boundText(s string) string {
 // batch or, when an earlier append stored it, in the events table.
 func indexBatch(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id, cwd string, events []session.Event) error {
 	first := events[0].Seq
+	stored := storedSplice(ctx, tx, id)
 	splice := func(seq int64) (session.Event, bool) {
 		if seq >= first && seq < first+int64(len(events)) {
 			return events[seq-first], true
 		}
+		return stored(seq)
+	}
+	return indexEvents(ctx, tx, ins, id, cwd, events, splice)
+}
+
+// storedSplice returns the stored event of session id at a seq, for
+// indexText.
+func storedSplice(ctx context.Context, tx *sql.Tx, id string) func(seq int64) (session.Event, bool) {
+	return func(seq int64) (session.Event, bool) {
 		var body []byte
 		if err := tx.QueryRowContext(ctx, `SELECT CAST(body AS BLOB) FROM events WHERE session_id = ? AND seq = ?`, id, seq).Scan(&body); err != nil {
 			return session.Event{}, false
@@ -256,6 +267,11 @@ func indexBatch(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id, cwd string, 
 		e, err := decodeEvent(body)
 		return e, err == nil
 	}
+}
+
+// indexEvents writes the index rows of events (stored in this
+// transaction or before it) with the insert statement ins.
+func indexEvents(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id, cwd string, events []session.Event, splice func(int64) (session.Event, bool)) error {
 	var st *sql.Stmt
 	scope := scopeText(id, cwd)
 	for _, e := range events {
@@ -288,12 +304,18 @@ func reindexTx(ctx context.Context, tx *sql.Tx, id string) (sessions, events int
 		if _, err := tx.ExecContext(ctx, `DELETE FROM search_pending`); err != nil {
 			return 0, 0, err
 		}
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET search_from = NULL WHERE search_from IS NOT NULL`); err != nil {
+			return 0, 0, err
+		}
 		q += ` ORDER BY rowid`
 	} else {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM search WHERE rowid IN (SELECT rowid FROM events WHERE session_id = ?)`, id); err != nil {
 			return 0, 0, err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM search_pending WHERE session_id = ?`, id); err != nil {
+			return 0, 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET search_from = NULL WHERE id = ?`, id); err != nil {
 			return 0, 0, err
 		}
 		q += ` AND session_id = ? ORDER BY seq`

@@ -161,6 +161,11 @@ func (s *Store) search(ctx context.Context, q store.SearchQuery, perSession bool
 	// User terms search the text column only; the scope column narrows
 	// the rows in the same match.
 	expr = "text : (" + expr + ")"
+	// A search that cannot catch up (another process holds the write
+	// lock past the busy timeout, a read-only file) still answers from
+	// the index: it lacks at most the last searchLagMax events of the
+	// sessions that lag.
+	_ = s.catchUpSearch(ctx)
 	limit := q.Limit
 	if limit <= 0 {
 		limit = store.DefaultSearchLimit

@@ -43,8 +43,9 @@ import (
 // that serve a paged listing (schemaV6, list.go), version 7 the
 // automation tables (schemaV7, automation.go), version 8 the full-text
 // search index (schemaV8, search_index.go), backfilled from the logs in
-// the background (search_backfill.go).
-const schemaVersion = 8
+// the background (search_backfill.go), version 9 the index's lag
+// (migrateV9, search_lag.go).
+const schemaVersion = 9
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -230,6 +231,7 @@ var migrations = []migration{
 	{sql: schemaV6},
 	{sql: schemaV7},
 	{sql: schemaV8, then: markBackfill},
+	{then: migrateV9},
 }
 
 // init migrates the schema when it is not current. A current schema
@@ -258,8 +260,10 @@ func (s *Store) init(ctx context.Context) error {
 		}
 		for i, m := range migrations[v:] {
 			to := v + i + 1
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return fmt.Errorf("migrate schema to version %d: %w", to, err)
+			if m.sql != "" {
+				if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+					return fmt.Errorf("migrate schema to version %d: %w", to, err)
+				}
 			}
 			if m.then != nil {
 				if err := m.then(ctx, tx); err != nil {
@@ -290,9 +294,9 @@ func (s *Store) appendStmts(ctx context.Context, full bool) (appendStmts, error)
 			*dst, err = s.w.PrepareContext(ctx, q)
 		}
 	}
-	prep(&s.st.next, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT), CAST(cwd AS TEXT)
-		FROM sessions WHERE id = ?`)
-	prep(&s.st.update, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ? WHERE id = ?`)
+	prep(&s.st.next, `SELECT next_seq, CAST(title AS TEXT), ifnull(CAST(turns AS INTEGER), 0), CAST(state AS TEXT), CAST(cwd AS TEXT),
+		ifnull(search_from, -1) FROM sessions WHERE id = ?`)
+	prep(&s.st.update, `UPDATE sessions SET next_seq = ?, updated_at = ?, title = ?, turns = ?, state = ?, search_from = ? WHERE id = ?`)
 	prep(&s.st.insert1, insertEventsSQL(1))
 	prep(&s.st.search, insertSearchSQL)
 	prep(&s.st.lease, leaseSQL)

@@ -356,8 +356,8 @@ func TestOneMigrationPerVersion(t *testing.T) {
 		t.Fatalf("%d migrations for schema version %d", len(migrations), schemaVersion)
 	}
 	for i, m := range migrations {
-		if m.sql == "" {
-			t.Errorf("migration to version %d has no SQL", i+1)
+		if m.sql == "" && m.then == nil {
+			t.Errorf("migration to version %d does nothing", i+1)
 		}
 	}
 }
