@@ -273,9 +273,10 @@ func sweepNS(nsSweep bool) {
 }
 
 // devState is what bubblewrap's /dev (and /dev/shm) held when the
-// server started.
+// server started, and each directory's change time then.
 type devState struct {
-	dirs map[string]map[string]bool
+	dirs  map[string]map[string]bool
+	ctime map[string]unix.Timespec
 }
 
 // devDirs are the directories of bubblewrap's /dev tmpfs a command can
@@ -283,8 +284,12 @@ type devState struct {
 var devDirs = []string{"/dev", "/dev/shm"}
 
 func snapshotDev() *devState {
-	d := &devState{dirs: map[string]map[string]bool{}}
+	d := &devState{dirs: map[string]map[string]bool{}, ctime: map[string]unix.Timespec{}}
 	for _, dir := range devDirs {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) != nil {
+			continue
+		}
 		names := map[string]bool{}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
@@ -294,17 +299,24 @@ func snapshotDev() *devState {
 			names[e.Name()] = true
 		}
 		d.dirs[dir] = names
+		d.ctime[dir] = st.Ctim
 	}
 	return d
 }
 
 // restore removes every entry created since the snapshot (RemoveAll
-// does not follow symlinks).
+// does not follow symlinks). A directory whose change time is the
+// snapshot's has had no entry added, removed or renamed: the change time
+// moves with every one, and nothing but the kernel can set it back.
 func (d *devState) restore() {
 	if d == nil {
 		return
 	}
 	for dir, names := range d.dirs {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) == nil && st.Ctim == d.ctime[dir] {
+			continue
+		}
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			continue

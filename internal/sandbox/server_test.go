@@ -493,6 +493,13 @@ func TestServerFreshDev(t *testing.T) {
 		if s := string(out.Output); strings.Contains(s, "leftfile") || strings.Contains(s, "leftdir") || strings.Contains(s, "DEVLEFT") {
 			t.Fatalf("the next command saw the previous one's /dev: %q", s)
 		}
+		// A command that puts the directory's times back cannot hide what
+		// it left from the server (which looks at the change time).
+		sc.run(t.Context(), `t0=$(stat -c %y /dev/shm); echo z > /dev/shm/hidden; touch -d "$t0" /dev/shm; true`, 0)
+		out = sc.run(t.Context(), "ls -A /dev/shm; true", 0)
+		if s := string(out.Output); strings.Contains(s, "hidden") {
+			t.Fatalf("a file left with the directory's times put back survived: %q", s)
+		}
 	})
 }
 

@@ -246,3 +246,23 @@ func BenchmarkAppendSearchable(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*turns*9), "ns/event")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*turns), "ns/turn")
 }
+
+// BenchmarkAppendStep is an agent step's two commits on a session that
+// keeps growing (stepEvents: the model's message and tool call, then the
+// result), each its own append: the store's share of a step's CPU.
+func BenchmarkAppendStep(b *testing.B) {
+	s, _ := newStore(b)
+	mustCreate(b, s, "x")
+	ctx := context.Background()
+	step := 0
+	for b.Loop() {
+		first, second := stepEvents(b, int64(step*5), step)
+		step++
+		if err := s.Append(ctx, "x", first); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Append(ctx, "x", second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
