@@ -39,6 +39,19 @@ func lag(t testing.TB, s *Store, id string) int64 {
 	return from
 }
 
+// requireRebuilt fails unless session id's index rows are those Reindex
+// rebuilds from its stored events.
+func requireRebuilt(t *testing.T, s *Store, id string) {
+	t.Helper()
+	rows := indexRows(t, s)
+	if _, _, err := s.Reindex(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if rebuilt := indexRows(t, s); !reflect.DeepEqual(rows, rebuilt) {
+		t.Fatalf("the index rows differ from a rebuild:\n%q\n%q", rows, rebuilt)
+	}
+}
+
 func searchSeqs(t testing.TB, s *Store, text string) []int64 {
 	t.Helper()
 	hits, err := s.SearchEvents(t.Context(), store.SearchQuery{Text: text})
@@ -75,13 +88,7 @@ func TestSearchLagCaughtUpBySearch(t *testing.T) {
 	if lag(t, s, "x") != -1 {
 		t.Fatal("the search left the lag")
 	}
-	caughtUp := indexRows(t, s)
-	if _, _, err := s.Reindex(t.Context(), "x"); err != nil {
-		t.Fatal(err)
-	}
-	if rebuilt := indexRows(t, s); !reflect.DeepEqual(caughtUp, rebuilt) {
-		t.Fatalf("caught-up rows differ from a rebuild:\n%q\n%q", caughtUp, rebuilt)
-	}
+	requireRebuilt(t, s, "x")
 }
 
 // The lag stays under searchLagMax events: the append that would reach
@@ -106,13 +113,7 @@ func TestSearchLagBounded(t *testing.T) {
 	if from := lag(t, s, "x"); from != -1 {
 		t.Fatalf("a turn's end left events from %d unindexed", from)
 	}
-	caughtUp := indexRows(t, s)
-	if _, _, err := s.Reindex(t.Context(), "x"); err != nil {
-		t.Fatal(err)
-	}
-	if rebuilt := indexRows(t, s); !reflect.DeepEqual(caughtUp, rebuilt) {
-		t.Fatalf("rows indexed by appends differ from a rebuild:\n%q\n%q", caughtUp, rebuilt)
-	}
+	requireRebuilt(t, s, "x")
 }
 
 // A lag survives the process (a crash mid-turn): the next process's
