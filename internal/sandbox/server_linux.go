@@ -100,13 +100,7 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 	// so there is nothing to sweep (the common case: a command that
 	// left nothing running).
 	finish := func(none bool) {
-		if none {
-			if nsSweep {
-				_ = syscall.Kill(-1, syscall.SIGKILL)
-			}
-		} else {
-			sweepNS(nsSweep)
-		}
+		sweepNS(nsSweep, !none)
 		dev.restore()
 		if cur != nil {
 			cur.end()
@@ -135,7 +129,7 @@ func serve(nsSweep bool, chld, death, stop <-chan os.Signal) (int, error) {
 					// command's output and its exit code.
 					fmt.Fprintf(s.out, helperErrPrefix+"%v\n", err)
 					s.end()
-					sweepNS(nsSweep)
+					sweepNS(nsSweep, true)
 					_ = conn.send(serverMsg{Op: opExit, Code: code})
 					continue
 				}
@@ -263,13 +257,16 @@ func startServed(msg serverMsg, fds []int, sp **spawner) (*served, int, error) {
 
 // sweepNS kills whatever the last command left: in a PID namespace of its
 // own, every process but the server (kill(-1) from inside reaches only
-// the namespace, and never its init), then the server's subtree, which
-// also reaps them.
-func sweepNS(nsSweep bool) {
+// the namespace, and never its init), then, when left says something may
+// be (reap did not find the server childless), the server's subtree,
+// which also reaps them.
+func sweepNS(nsSweep, left bool) {
 	if nsSweep {
 		_ = syscall.Kill(-1, syscall.SIGKILL)
 	}
-	sweep()
+	if left {
+		sweep()
+	}
 }
 
 // devState is what bubblewrap's /dev (and /dev/shm) held when the

@@ -97,9 +97,9 @@ func (sp *spawner) run(spec helperSpec, name string, ready chan<- error) {
 			ready <- fmt.Errorf("cannot start the UNIX socket gate for %s: %w", name, err)
 			return
 		}
-		gate, calls = g, g.ct.calls
+		gate, calls = g, g.calls()
 		gate.start(sp.report)
-		defer close(gate.ct.gone)
+		defer gate.stop()
 	}
 	ready <- nil
 	for {

@@ -258,7 +258,7 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 	}
 	started <- startResult{pid: pid}
 	if gate != nil {
-		gate.serve(pid, reportSocketDenied) // keeps the thread too
+		gate.serve(reportSocketDenied) // keeps the thread too
 	}
 	select {} // keep the thread, and with it the command's Pdeathsig
 }

@@ -268,18 +268,12 @@ func (tg *threadGate) abort() { unix.Close(tg.fd) }
 // lives and never returns: a goroutine serves the listener, and this
 // thread (the confining one, from which the command was forked) runs
 // the calls that must be made inside the command's Landlock domain.
-func (tg *threadGate) serve(pid int, report func(path string)) {
-	child := gatedChild{pid: pid, listener: tg.fd, confined: tg.ct}
-	gateRoutines.Go(func() {
-		// Not waited for: a call blocked on its peer may hold it up,
-		// and the helper's exit ends it.
-		if err := serveUnixGate(context.Background(), child, tg.spec, report); err != nil {
-			fmt.Fprintf(os.Stderr, helperErrPrefix+"%v\n", err)
-		}
-	})
-	for c := range tg.ct.calls {
-		r, _, e := unix.Syscall(c.nr, uintptr(c.fd), uintptr(c.p), c.n)
-		c.res <- confinedResult{r, e}
+func (tg *threadGate) serve(report func(path string)) {
+	// The listener's goroutine is not waited for: a call blocked on its
+	// peer may hold it up, and the helper's exit ends it.
+	tg.start(report)
+	for c := range tg.calls() {
+		tg.call(c)
 	}
 }
 
@@ -303,6 +297,13 @@ func (tg *threadGate) call(c confinedCall) {
 	r, _, e := unix.Syscall(c.nr, uintptr(c.fd), uintptr(c.p), c.n)
 	c.res <- confinedResult{r, e}
 }
+
+// calls are the confined calls the confining thread is to run (call).
+func (tg *threadGate) calls() <-chan confinedCall { return tg.ct.calls }
+
+// stop tells the gate the confining thread runs no more calls; its
+// callers get ESRCH.
+func (tg *threadGate) stop() { close(tg.ct.gone) }
 
 // serveUnixGate answers the child's notifications until ctx ends or no
 // task uses the filter any more, then drains: calls still in flight are

@@ -20,6 +20,15 @@ func installThreadGate(gateSpec) (*threadGate, error) { return nil, errNoGate }
 
 func (*threadGate) abort() {}
 
-func (*threadGate) serve(int, func(string)) {}
+func (*threadGate) serve(func(string)) {}
+
+// The session server's spawner (spawner_linux.go) uses these on Linux
+// builds without the gate, where installThreadGate always fails.
+type confinedCall struct{}
+
+func (*threadGate) start(func(string))         {}
+func (*threadGate) calls() <-chan confinedCall { return nil }
+func (*threadGate) call(confinedCall)          {}
+func (*threadGate) stop()                      {}
 
 func serveUnixGate(context.Context, gatedChild, gateSpec, func(string)) error { return errNoGate }

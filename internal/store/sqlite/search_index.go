@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -84,10 +85,26 @@ const (
 	indexTail = 2 << 10
 )
 
-// indexedTypes are the event types indexText reads.
-var indexedTypes = map[string]bool{
-	session.TypeUserMessage: true, session.TypeAssistantMsg: true, session.TypeToolCall: true,
-	session.TypeToolResult: true, session.TypeTitle: true, session.TypeCompactionSummary: true,
+// indexedTypeList are the event types indexText reads, in a fixed order
+// for queries; indexedTypes is the same as a set.
+var indexedTypeList = []string{session.TypeUserMessage, session.TypeAssistantMsg, session.TypeToolCall,
+	session.TypeToolResult, session.TypeTitle, session.TypeCompactionSummary}
+
+var indexedTypes = func() map[string]bool {
+	m := map[string]bool{}
+	for _, t := range indexedTypeList {
+		m[t] = true
+	}
+	return m
+}()
+
+// typeArgs are types as query arguments, and the placeholders for them.
+func typeArgs(types ...string) ([]any, string) {
+	args := make([]any, len(types))
+	for i, t := range types {
+		args[i] = t
+	}
+	return args, strings.TrimSuffix(strings.Repeat("?, ", len(types)), ", ")
 }
 
 // indexText returns the text to index for e ("" for none). splice
@@ -293,10 +310,10 @@ func indexEvents(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id, cwd string,
 // from the stored events, in one transaction. Unreadable events are
 // skipped: a damaged session must not stop the others.
 func reindexTx(ctx context.Context, tx *sql.Tx, id string) (sessions, events int64, err error) {
+	// The splices too, for the user messages that reference them.
+	args, in := typeArgs(append(slices.Clone(indexedTypeList), session.TypeInboxSpliced)...)
 	q := `SELECT CAST(session_id AS TEXT), seq, CAST(type AS TEXT), CAST(body AS BLOB), rowid FROM events
-		WHERE type IN (?, ?, ?, ?, ?, ?, ?)`
-	args := []any{session.TypeUserMessage, session.TypeAssistantMsg, session.TypeToolCall, session.TypeToolResult,
-		session.TypeTitle, session.TypeCompactionSummary, session.TypeInboxSpliced}
+		WHERE type IN (` + in + `)`
 	if id == "" {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM search`); err != nil {
 			return 0, 0, err

@@ -67,10 +67,6 @@ func deferIndex(from int64, events []session.Event) bool {
 	return true
 }
 
-// indexedTypeArgs are indexedTypes as query arguments, in a fixed order.
-var indexedTypeArgs = []any{session.TypeUserMessage, session.TypeAssistantMsg, session.TypeToolCall,
-	session.TypeToolResult, session.TypeTitle, session.TypeCompactionSummary}
-
 // indexStored indexes the stored events of session id with from <= seq <
 // to, with the insert statement ins. An event that cannot be decoded is
 // skipped, as Reindex skips it.
@@ -78,9 +74,10 @@ func indexStored(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, id, cwd string,
 	if from >= to {
 		return nil
 	}
+	types, in := typeArgs(indexedTypeList...)
 	rows, err := tx.QueryContext(ctx, `SELECT CAST(body AS BLOB) FROM events
-		WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (?, ?, ?, ?, ?, ?) ORDER BY seq`,
-		append([]any{id, from, to}, indexedTypeArgs...)...)
+		WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (`+in+`) ORDER BY seq`,
+		append([]any{id, from, to}, types...)...)
 	if err != nil {
 		return fmt.Errorf("session %s: index: %w", id, err)
 	}
