@@ -57,7 +57,7 @@ func (f *Follower) Lossy(window int) *Follower {
 	return f
 }
 
-// wakeLocked tells the follower that an event was appended; it never
+// wakeLocked tells the follower that an event was delivered; it never
 // blocks, since one pending token already says so.
 func (f *Follower) wakeLocked() {
 	select {
@@ -82,7 +82,7 @@ func (f *Follower) Next(ctx context.Context, limit int) ([]Event, error) {
 			f.l.mu.Unlock()
 			return nil, fmt.Errorf("session %s: follower closed", f.l.header.ID)
 		}
-		n := f.l.n
+		n := f.l.nextDeliver // what every observer has seen (deliveredLocked)
 		if f.window > 0 && n-f.next > f.window {
 			skipped := &FellBehindError{SessionID: f.l.header.ID, From: f.next, To: n - f.window}
 			f.next = skipped.To
@@ -121,11 +121,11 @@ func (f *Follower) Next(ctx context.Context, limit int) ([]Event, error) {
 	}
 }
 
-// Lag is how many appended events the follower has not read yet.
+// Lag is how many delivered events the follower has not read yet.
 func (f *Follower) Lag() int64 {
 	f.l.mu.Lock()
 	defer f.l.mu.Unlock()
-	return max(f.l.n-f.next, 0)
+	return max(f.l.nextDeliver-f.next, 0)
 }
 
 // Close detaches the follower from the log; Next fails afterwards.

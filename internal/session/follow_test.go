@@ -252,6 +252,38 @@ func TestFollowerWakesAndCloses(t *testing.T) {
 	}
 }
 
+// TestFollowerReadsOnlyDelivered: a follower gets an event only once
+// every observer has seen it, so what a stream shows is already in the
+// state observers keep (the host's status after a turn's end).
+func TestFollowerReadsOnlyDelivered(t *testing.T) {
+	l, _ := NewLog(Header{ID: "s"}, nil, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	l.Observe(func(Event) {
+		entered <- struct{}{}
+		<-release
+	})
+	f := l.Follow(0)
+	defer f.Close()
+	appended := make(chan error, 1)
+	go func() {
+		_, err := l.Append(TypeAssistantChunk, map[string]any{"delta": "x"})
+		appended <- err
+	}()
+	<-entered // appended, not yet delivered
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if batch, err := f.Next(done, 0); err == nil || len(batch) != 0 || f.Lag() != 0 {
+		t.Fatalf("the follower read %d events (lag %d) before the observer saw them", len(batch), f.Lag())
+	}
+	close(release)
+	if err := <-appended; err != nil {
+		t.Fatal(err)
+	}
+	if batch, err := f.Next(context.Background(), 0); err != nil || len(batch) != 1 || batch[0].Seq != 0 {
+		t.Fatalf("after delivery: %d events, %v", len(batch), err)
+	}
+}
+
 // TestLossyFollowerIsToldItFellBehind: a lossy follower that lags more
 // than its window skips to the newest events and is told what it missed.
 func TestLossyFollowerIsToldItFellBehind(t *testing.T) {

@@ -50,8 +50,9 @@ type Log struct {
 	pending   []Event          // guarded by mu; not yet in the sink
 	pendingAt time.Time        // guarded by mu; time of the oldest pending event
 	observers []observer       // guarded by mu; append-only, so a copied header stays valid
-	// nextDeliver is the seq of the next event to hand to the observers;
-	// delivering is set while one appender does so (outside the lock).
+	// nextDeliver is the seq of the next event to hand to the observers,
+	// and the end of what followers read; delivering is set while one
+	// appender does so (outside the lock).
 	nextDeliver int64                  // guarded by mu
 	delivering  bool                   // guarded by mu
 	followers   map[*Follower]struct{} // guarded by mu
@@ -239,9 +240,6 @@ func (l *Log) appendAndDeliver(e *Event) (flushDue bool, err error) {
 		l.pendingAt = l.now()
 	}
 	l.pending = append(l.pending, stored)
-	for f := range l.followers {
-		f.wakeLocked()
-	}
 	flushDue = len(l.pending) >= flushEvery || l.now().Sub(l.pendingAt) >= flushAfter
 	l.deliverLocked(e.Seq)
 	return flushDue, nil
@@ -256,7 +254,7 @@ func (l *Log) deliverLocked(seq int64) {
 		l.delivered.Wait()
 	}
 	if l.nextDeliver > seq || len(l.observers) == 0 {
-		l.nextDeliver = max(l.nextDeliver, seq+1)
+		l.deliveredLocked(max(l.nextDeliver, seq+1))
 		return
 	}
 	l.delivering = true
@@ -266,7 +264,7 @@ func (l *Log) deliverLocked(seq int64) {
 		// the next appender takes over the delivery.
 		r := recover()
 		if r != nil {
-			l.nextDeliver++
+			l.deliveredLocked(l.nextDeliver + 1)
 		}
 		l.delivering = false
 		l.delivered.Broadcast()
@@ -277,8 +275,20 @@ func (l *Log) deliverLocked(seq int64) {
 	for l.nextDeliver < l.n {
 		e, obs := l.atLocked(l.nextDeliver), l.observers
 		l.callOutside(obs, e)
-		l.nextDeliver++
+		l.deliveredLocked(l.nextDeliver + 1)
 		l.delivered.Broadcast()
+	}
+}
+
+// deliveredLocked records that every observer has seen the events before
+// next, and wakes the followers: they read only delivered events, so a
+// reader of the log never gets ahead of what the observers derive from
+// it (a stream that shows a turn's end, say, before the host's status has
+// left "running").
+func (l *Log) deliveredLocked(next int64) {
+	l.nextDeliver = next
+	for f := range l.followers {
+		f.wakeLocked()
 	}
 }
 
