@@ -71,6 +71,25 @@ type Policy struct {
 	// ssh-agent or a database socket. Absolute paths. Others outside the
 	// workspace, its writable roots and the temp dirs are refused.
 	UnixSockets []string
+	// DenyRead are absolute paths (files or directories) that neither a
+	// confined command nor a file tool may read, in read-only and
+	// workspace-write (DefaultDenyRead, adjusted by the configuration):
+	// secrets such as ~/.ssh and $DSH_HOME. A denial is an error, never
+	// an empty file.
+	DenyRead []string
+	// ConfineReads limits reads to Workspace, WritableRoots, ReadRoots
+	// and the system's read-only directories (SystemReadRoots), for
+	// sessions driven by untrusted input (a pull request review): no
+	// $HOME, no $DSH_HOME, no other repository.
+	ConfineReads bool
+	// ReadRoots are extra readable directories under ConfineReads.
+	ReadRoots []string
+	// Protected are extra paths (files or directories) that stay
+	// read-only although they lie in a writable root, as .git does: the
+	// repository files that trusted hooks run. The repository's agent
+	// configuration (.dsh, .claude, .codex) is always protected
+	// (configPaths).
+	Protected []string
 }
 
 // Enforcement says how completely a backend confines.

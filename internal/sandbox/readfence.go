@@ -1,0 +1,134 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// DefaultDenyRead is the deny-read list of a user whose home is home and
+// whose dsh state lives in dshHome: the places where credentials live.
+// Entries that do not exist are kept (they may be created later) and
+// every backend skips what is missing when it confines.
+func DefaultDenyRead(home, dshHome string) []string {
+	var out []string
+	if dshHome != "" {
+		out = append(out, dshHome)
+	}
+	if home != "" {
+		for _, rel := range []string{
+			".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube",
+			".docker/config.json", ".netrc", ".config/gh", ".git-credentials",
+			".password-store", ".local/share/keyrings",
+			// Browser profiles: cookies and saved passwords.
+			".mozilla", ".config/google-chrome", ".config/chromium",
+			".config/BraveSoftware", ".config/microsoft-edge",
+			"snap/firefox", "snap/chromium",
+		} {
+			out = append(out, filepath.Join(home, rel))
+		}
+	}
+	return out
+}
+
+// SystemReadRoots are the directories a read-confined command may read
+// besides its workspace: what programs need to run (binaries, libraries,
+// configuration without secrets, devices, the command's own /proc).
+func SystemReadRoots() []string {
+	return []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/dev", "/proc", "/sys"}
+}
+
+// CheckRead is the in-process read fence for file tools (read, grep,
+// glob, view): it refuses a path that lies in DenyRead or, under
+// ConfineReads, outside the readable roots, after resolving every
+// symlink of its longest existing prefix. It is a check on the path;
+// the file tools must check the file they actually opened again (the
+// resolved name of the open descriptor) so that a symlink swapped in
+// between cannot lead them elsewhere. danger-full-access allows
+// everything.
+func (p Policy) CheckRead(path string) error {
+	if p.Mode == DangerFullAccess {
+		return nil
+	}
+	base := p.Workspace
+	if base == "" || !filepath.IsAbs(base) {
+		base = "/"
+	}
+	target, err := resolvePath(base, path)
+	if err != nil {
+		return &DeniedError{Path: path, Mode: p.Mode, Reason: "cannot resolve the path: " + err.Error()}
+	}
+	return p.checkResolvedRead(path, target)
+}
+
+// CheckOpenedRead is CheckRead for a path already resolved by the kernel
+// (the name of an open descriptor, /proc/self/fd/N): no symlink is
+// followed again.
+func (p Policy) CheckOpenedRead(path, resolved string) error {
+	if p.Mode == DangerFullAccess {
+		return nil
+	}
+	return p.checkResolvedRead(path, filepath.Clean(resolved))
+}
+
+func (p Policy) checkResolvedRead(path, target string) error {
+	deny := func(reason string) error {
+		return &DeniedError{Path: path, Mode: p.Mode, Reason: reason}
+	}
+	for _, d := range resolvedAll(p.DenyRead) {
+		if within(target, d) {
+			return deny("reading " + d + " is denied by the sandbox's deny-read list")
+		}
+	}
+	if p.ConfineReads {
+		if withinAny(target, p.readRoots()) == "" {
+			return deny("reads are confined to the workspace and the system directories")
+		}
+	}
+	return nil
+}
+
+// readRoots are the roots a read-confined policy may read, resolved.
+func (p Policy) readRoots() []string {
+	roots := slices.Concat([]string{p.Workspace}, p.WritableRoots, p.ReadRoots, SystemReadRoots())
+	return resolvedAll(roots)
+}
+
+// resolvedAll resolves each absolute path through its symlinks, keeping
+// the lexical path too when it differs (a denial must hold for both
+// names); relative and unresolvable entries are dropped.
+func resolvedAll(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, d := range paths {
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		c := filepath.Clean(d)
+		out = append(out, c)
+		if r, err := resolvePath("/", c); err == nil && r != c {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// configPaths are the repository's agent and hook configuration under
+// root that stay read-only in workspace-write, as .git does: a command
+// or a file tool that rewrote them would change what runs unconfined
+// (trusted hooks) or what the next session is told. Only existing
+// entries are returned; a missing one is protected by CheckWrite's name
+// check (configDirNames) but cannot be bound read-only by a backend.
+func configPaths(root string) []string {
+	var out []string
+	for _, n := range configDirNames {
+		p := filepath.Join(root, n)
+		if _, err := os.Lstat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// configDirNames are the per-repository configuration directories of dsh
+// and of the agents whose configuration dsh reads.
+var configDirNames = []string{".dsh", ".claude", ".codex"}
