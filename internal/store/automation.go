@@ -59,4 +59,11 @@ type Deliveries interface {
 	SetDeliveryOutcome(ctx context.Context, id, outcome, sessionID string) error
 	// GetDelivery returns delivery id (ok false when unknown).
 	GetDelivery(ctx context.Context, id string) (d Delivery, ok bool, err error)
+	// ClaimDeliveryKey stores key (what a delivery's signed body asks
+	// for: event, action, repository, pull request, head commit, comment)
+	// for delivery id unless it is stored already; owner is the delivery
+	// that claimed it first and fresh whether that is this one. The
+	// delivery id is not signed: a replayed body under a new id claims
+	// the same key.
+	ClaimDeliveryKey(ctx context.Context, key, id string) (owner string, fresh bool, err error)
 }

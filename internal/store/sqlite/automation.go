@@ -26,6 +26,16 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 ) WITHOUT ROWID;
 `
 
+// schemaV10 adds the content keys of webhook deliveries: what a signed
+// body asks for, claimed once, so that a replay under a new delivery id
+// (the id is not signed) starts nothing.
+const schemaV10 = `
+CREATE TABLE IF NOT EXISTS webhook_delivery_keys (
+	key         TEXT PRIMARY KEY,
+	delivery_id TEXT NOT NULL
+) WITHOUT ROWID;
+`
+
 // PutSchedule implements [store.Schedules].
 func (s *Store) PutSchedule(ctx context.Context, r store.ScheduleRecord) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -120,4 +130,27 @@ func (s *Store) GetDelivery(ctx context.Context, id string) (store.Delivery, boo
 		return store.Delivery{}, false, fmt.Errorf("delivery %s: %w", id, err)
 	}
 	return d, true, nil
+}
+
+// ClaimDeliveryKey implements [store.Deliveries].
+func (s *Store) ClaimDeliveryKey(ctx context.Context, key, id string) (string, bool, error) {
+	owner, fresh := id, false
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_delivery_keys (key, delivery_id) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`, key, id)
+		if err != nil {
+			return fmt.Errorf("claim delivery key for %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			fresh = true
+			return nil
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT delivery_id FROM webhook_delivery_keys WHERE key = ?`, key).Scan(&owner); err != nil {
+			return fmt.Errorf("claim delivery key for %s: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", false, err
+	}
+	return owner, fresh, nil
 }

@@ -60,3 +60,29 @@ func TestAutomationTables(t *testing.T) {
 		t.Fatalf("unknown delivery: %v %v", ok, err)
 	}
 }
+
+// A delivery's content key is claimed once, also across a reopen: a
+// replay under a new delivery id learns the first delivery's id. A
+// version-9 file gains the table when opened (the migration is
+// idempotent: run again over a file that has it, it changes nothing).
+func TestDeliveryKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dsh.db")
+	s := openAt(t, path)
+	rawExec(t, s, `DROP TABLE webhook_delivery_keys`)
+	rawExec(t, s, `PRAGMA user_version = 9`)
+	s.Close()
+	s = openAt(t, path)
+	ctx := t.Context()
+	if owner, fresh, err := s.ClaimDeliveryKey(ctx, "k1", "d1"); err != nil || !fresh || owner != "d1" {
+		t.Fatalf("first claim: %q %v %v", owner, fresh, err)
+	}
+	rawExec(t, s, `PRAGMA user_version = 9`)
+	s.Close()
+	s = openAt(t, path)
+	if owner, fresh, err := s.ClaimDeliveryKey(ctx, "k1", "d2"); err != nil || fresh || owner != "d1" {
+		t.Fatalf("replay: %q %v %v", owner, fresh, err)
+	}
+	if owner, fresh, err := s.ClaimDeliveryKey(ctx, "k2", "d2"); err != nil || !fresh || owner != "d2" {
+		t.Fatalf("other key: %q %v %v", owner, fresh, err)
+	}
+}

@@ -44,8 +44,9 @@ import (
 // automation tables (schemaV7, automation.go), version 8 the full-text
 // search index (schemaV8, search_index.go), backfilled from the logs in
 // the background (search_backfill.go), version 9 the index's lag
-// (migrateV9, search_lag.go).
-const schemaVersion = 9
+// (migrateV9, search_lag.go), version 10 the webhook deliveries' content
+// keys (schemaV10, automation.go).
+const schemaVersion = 10
 
 // busyTimeout is how long a connection waits for another process's write
 // lock before failing with SQLITE_BUSY.
@@ -232,6 +233,7 @@ var migrations = []migration{
 	{sql: schemaV7},
 	{sql: schemaV8, then: markBackfill},
 	{then: migrateV9},
+	{sql: schemaV10},
 }
 
 // init migrates the schema when it is not current. A current schema
