@@ -262,6 +262,10 @@ type SessionOptions struct {
 	// profile's (e.g. the mcpServers an ACP client sends in session/new):
 	// started when the session is wired, stopped by Session.Close.
 	MCPServers []mcp.ServerConfig
+	// Restrictions, when not empty, are logged (permission/restrictions)
+	// before a new session is wired and hold for its life: confined
+	// reads, a strict command environment, a tool allow-list.
+	Restrictions permission.Restrictions
 }
 
 // Session is a wired agent over a live session log.
@@ -338,6 +342,7 @@ func (a *App) OpenSession(ctx context.Context, o SessionOptions) (*Session, erro
 	}
 	s, err := a.wire(ctx, log, route, effort, wiring{
 		human: o.Human, asker: o.Asker, permPreset: o.Permission, approval: o.Approval, extraTools: a.extraTools, mcpServers: o.MCPServers,
+		restrict: o.Restrictions,
 	})
 	// A new session is stored and leased while it is wired.
 	lease, lerr := leased()
@@ -388,6 +393,8 @@ type wiring struct {
 	persona string
 	// mcpServers are the session's own MCP servers.
 	mcpServers []mcp.ServerConfig
+	// restrict are restrictions to log before wiring (a new session's).
+	restrict permission.Restrictions
 }
 
 // wire builds the agent for an opened log from the composed profile.
@@ -427,6 +434,24 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	for _, t := range w.deny {
 		delete(e.tools, t)
 	}
+	// Whether the log held events before this wiring (the restrictions
+	// below are appended to a new one).
+	resumed := log.Len() > 0
+	if err := permission.Restrict(log, w.restrict); err != nil {
+		return nil, err
+	}
+	restrict, err := permission.CurrentRestrictions(log)
+	if err != nil {
+		return nil, err
+	}
+	e.restrict = restrict
+	if len(restrict.Tools) > 0 {
+		for t := range e.tools {
+			if !slices.Contains(restrict.Tools, t) {
+				delete(e.tools, t)
+			}
+		}
+	}
 	var ag *agent.Agent
 	e.inject = func(m llm.Message) error {
 		if ag == nil {
@@ -457,7 +482,6 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	}
 	// User hooks attach first: their pre-step runs after compaction's (which
 	// puts itself first) and their pre-execute before the permission rules.
-	resumed := log.Len() > 0
 	userHooks, err := e.installHooks(ctx, resumed)
 	if err != nil {
 		return nil, err
@@ -496,7 +520,8 @@ func (a *App) wire(ctx context.Context, log *session.Log, route provider.Resolve
 	// MCP tools follow a child's tool filter like the preset's tools: an
 	// allow-list offers only what it names, a deny-list removes.
 	offer := func(name string) bool {
-		return (len(w.allow) == 0 || slices.Contains(w.allow, name)) && !slices.Contains(w.deny, name)
+		return (len(w.allow) == 0 || slices.Contains(w.allow, name)) && !slices.Contains(w.deny, name) &&
+			(len(restrict.Tools) == 0 || slices.Contains(restrict.Tools, name))
 	}
 	mcpOwn, mcpBridge, err := a.wireMCP(ctx, e, w.mcpServers, offer)
 	if err != nil {

@@ -36,6 +36,8 @@ import (
 
 // env is what a module applies to when a session is wired.
 type env struct {
+	// restrict are the session's restrictions (permission/restrictions).
+	restrict  permission.Restrictions
 	home, cwd string
 	preset    string
 	log       *session.Log
@@ -341,6 +343,9 @@ func modules() *compose.Registry {
 			reg = e.app.jobs.reg
 		}
 		o := bash.Options{OutputLimit: c.OutputLimit, DefaultTimeout: c.DefaultTimeout, MaxTimeout: c.MaxTimeout, Shell: c.Shell, Confine: e.bashConfine(), Jobs: reg, EnvPassthrough: c.EnvPassthrough}
+		if e.restrict.StrictEnv {
+			o.EnvAllow = bash.StrictEnv
+		}
 		if e.bashMode == "persistent" {
 			def, closer := bash.NewPersistent(o)
 			e.closers = append(e.closers, func() { _ = closer.Close() })

@@ -89,6 +89,8 @@ func (d permissionsDef) apply(e *env) error {
 		WritableRoots: roots,
 		UnixSockets:   d.UnixSockets,
 		Rules:         d.Rules,
+		ConfineReads:  e.restrict.ConfineReads,
+		ReadRoots:     e.restrict.ReadRoots,
 	}
 	if e.human != nil {
 		cfg.Human = e.human

@@ -249,8 +249,17 @@ func (f *childFactory) NewChild(ctx context.Context, spec subagent.ChildSpec) (s
 	if err := subagent.ApplyPermission(log, spec.Permission); err != nil {
 		return nil, err
 	}
+	// A child is held to its parent's restrictions (a review's subagent
+	// reads no more than the review).
+	var restrict permission.Restrictions
+	if spec.Parent != nil {
+		if restrict, err = permission.CurrentRestrictions(spec.Parent); err != nil {
+			return nil, err
+		}
+	}
 	sess, err := a.wire(ctx, log, route.r, route.effort, wiring{
 		allow: spec.Tools.Allow, deny: spec.Tools.Deny, extraTools: spec.ExtraTools, persona: spec.Persona,
+		restrict: restrict,
 	})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/mcp"
+	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/session"
 	"github.com/dsh-dev/dsh/internal/store"
 	"github.com/dsh-dev/dsh/internal/subagent"
@@ -41,6 +42,11 @@ type CreateRequest struct {
 	// PlanMode starts the session in plan mode (logged plan/mode before
 	// the first turn).
 	PlanMode bool `json:"planMode,omitempty"`
+	// Restrictions hold a session started for hostile input (a review of
+	// a pull request) to confined reads, a strict command environment and
+	// a tool allow-list; logged as permission/restrictions before the
+	// session is wired. Drivers set it, clients cannot.
+	Restrictions permission.Restrictions `json:"-"`
 }
 
 // Origin is the kind and details of an automated session's origin.
@@ -57,7 +63,7 @@ func (h *Host) Create(ctx context.Context, r CreateRequest) (Info, error) {
 	defer h.wg.Done()
 	o, ans := h.sessionOptions(app.SessionOptions{
 		Cwd: r.Cwd, Model: r.Model, Effort: r.Effort, Permission: r.Permission, Approval: r.Approval, Preset: r.AgentPreset,
-		MCPServers: r.MCPServers,
+		MCPServers: r.MCPServers, Restrictions: r.Restrictions,
 	}, r.Headless)
 	if r.Origin != nil {
 		info := r.Origin.Info

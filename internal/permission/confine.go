@@ -62,6 +62,10 @@ type BashConfiner struct {
 	// PlanMode, when it reports true, clamps every command to the
 	// read-only sandbox and ignores escalation grants (see Config).
 	PlanMode func() bool
+	// ConfineReads and ReadRoots confine reads in every mode but
+	// danger-full-access, escalations included (see Config).
+	ConfineReads bool
+	ReadRoots    []string
 
 	mu     sync.Mutex
 	logged *SandboxBackend // guarded by mu; the last sandbox/backend on the log
@@ -81,7 +85,16 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 	}
 	p := policyFor(mode, ws, b.WritableRoots, false)
 	p.UnixSockets = slices.Clone(b.UnixSockets)
+	b.confineReads(&p)
 	return p
+}
+
+// confineReads applies the session's read confinement to p.
+func (b *BashConfiner) confineReads(p *sandbox.Policy) {
+	if b.ConfineReads {
+		p.ConfineReads = true
+		p.ReadRoots = append(p.ReadRoots, b.ReadRoots...)
+	}
 }
 
 func (b *BashConfiner) planMode() bool { return b.PlanMode != nil && b.PlanMode() }
@@ -105,6 +118,7 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 		if g.Mode.Rank() > p.Mode.Rank() {
 			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
 			p.UnixSockets = slices.Clone(b.UnixSockets)
+			b.confineReads(&p)
 		}
 		p.Network = p.Network || g.Network
 	}

@@ -24,6 +24,12 @@ type Config struct {
 	// UnixSockets are the pathname UNIX sockets outside the workspace
 	// that confined commands may connect to (sandbox.Policy.UnixSockets).
 	UnixSockets []string
+	// ConfineReads confines reads to the workspace, ReadRoots and the
+	// system directories in every confined mode (sandbox.Policy
+	// ConfineReads): a session's Restrictions.
+	ConfineReads bool
+	// ReadRoots are further readable roots under ConfineReads.
+	ReadRoots []string
 	// Rules are the configured permission rules.
 	Rules []Rule
 	// Human answers asks (a Terminal); nil when no one is attached.
@@ -67,7 +73,8 @@ func New(cfg Config) (*Session, error) {
 		s.Rules = r
 	}
 	s.Confiner = &BashConfiner{Sandbox: cfg.Sandbox, Log: cfg.Log, Defaults: cfg.Defaults,
-		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants, PlanMode: cfg.PlanMode}
+		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants, PlanMode: cfg.PlanMode,
+		ConfineReads: cfg.ConfineReads, ReadRoots: cfg.ReadRoots}
 	s.Escalation = &Escalation{Log: cfg.Log, Defaults: cfg.Defaults, Grants: s.Grants}
 	s.Approvals = &Service{Log: cfg.Log, State: s.State, Human: cfg.Human}
 	if cfg.Reviewer != nil {

@@ -47,6 +47,9 @@ const (
 	TypeApprovalAsked    = "approval/asked"
 	TypeApprovalDecided  = "approval/decided"
 	TypePermissionPreset = "permission/preset"
+	// TypeRestrictions records what a session started for hostile input
+	// may not do (package permission, Restrictions).
+	TypeRestrictions = "permission/restrictions"
 
 	TypeSubagentStart      = "subagent/start"
 	TypeSubagentEnd        = "subagent/end"
@@ -74,7 +77,7 @@ var knownTypes = map[string]bool{
 	TypeTodoWrite: true, TypeCompactionStart: true, TypeCompactionSummary: true,
 	TypeCompactionEnd: true, TypeCompactionPrune: true,
 	TypeSandboxMode: true, TypeSandboxBackend: true, TypeApprovalPolicy: true,
-	TypeApprovalAsked: true, TypeApprovalDecided: true, TypePermissionPreset: true,
+	TypeApprovalAsked: true, TypeApprovalDecided: true, TypePermissionPreset: true, TypeRestrictions: true,
 	TypeSubagentStart: true, TypeSubagentEnd: true, TypeSubagentDescriptor: true,
 	TypeTitle: true, TypeQuestionAsk: true, TypeQuestionAnswer: true, TypePlanMode: true,
 	TypeGoalChange: true, TypeRalphRound: true,

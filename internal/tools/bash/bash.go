@@ -70,6 +70,11 @@ type Options struct {
 	// …TOKEN…, …SECRET…, …PASSWORD…) that commands may still see; all
 	// others are removed from their environment and redacted from output.
 	EnvPassthrough []string
+	// EnvAllow, when not nil, is the whole environment commands get from
+	// dsh's: the variables it names (an entry ending in "*" is a prefix,
+	// see StrictEnv) and DSH_SESSION_ID, nothing else, secret-named or
+	// not. EnvPassthrough does not add to it.
+	EnvAllow []string
 	// Confine wraps each command's argv for the sandbox under the call's
 	// policy. Nil runs commands unconfined (tests, and compositions that
 	// run in danger-full-access only). An error means the command must
@@ -346,7 +351,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	if o.shells != nil && !a.Background && a.SandboxPermissions == "" {
 		return executePersistent(ctx, o, c, a, timeout, notes)
 	}
-	env, secrets := environ(c.SessionID, o.EnvPassthrough)
+	env, secrets := o.environ(c.SessionID)
 	argv := []string{o.Shell, "-c", a.Command}
 	var conf *Confinement
 	if o.Confine != nil {

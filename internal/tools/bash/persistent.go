@@ -141,7 +141,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 
 // start starts a new shell for the call's session.
 func (p *shellPool) start(o Options, c *tool.Call) (*shell, error) {
-	env, secrets := environ(c.SessionID, o.EnvPassthrough)
+	env, secrets := o.environ(c.SessionID)
 	argv := []string{o.Shell, "--noprofile", "--norc"}
 	var conf *Confinement
 	var policy any

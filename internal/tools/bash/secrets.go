@@ -73,3 +73,47 @@ func Environ(sessionID string, passthrough []string) (env, secrets []string) {
 // RedactSecrets replaces every secret value in s (and its common
 // encodings) with the marker bash output uses.
 func RedactSecrets(s string, secrets []string) string { return redactSecrets(s, secrets) }
+
+// StrictEnv is the environment of commands in a session restricted to a
+// strict environment (a review of a hostile pull request): what programs
+// need to find binaries, the home directory, the locale, the terminal
+// type, the time zone and a scratch directory; no variable that could
+// carry a secret, whatever its name.
+var StrictEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "TMPDIR"}
+
+// environ is the environment of the call's commands under o, and the
+// secret values to redact from their output.
+func (o Options) environ(sessionID string) ([]string, []string) {
+	if o.EnvAllow == nil {
+		return environ(sessionID, o.EnvPassthrough)
+	}
+	// Nothing is passed through: every secret-named value is redacted.
+	env, secrets := environ(sessionID, nil)
+	return allowEnv(env, o.EnvAllow), secrets
+}
+
+// allowEnv keeps the entries of env that allow names (NAME, or PREFIX*)
+// and the session id.
+func allowEnv(env, allow []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == SessionEnv || envAllowed(name, allow) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func envAllowed(name string, allow []string) bool {
+	for _, pat := range allow {
+		if prefix, ok := strings.CutSuffix(pat, "*"); ok {
+			if strings.HasPrefix(name, prefix) {
+				return true
+			}
+		} else if pat == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,8 +1,11 @@
 package bash
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dsh-dev/dsh/internal/tool"
 )
 
 func TestIsSecretName(t *testing.T) {
@@ -75,5 +78,50 @@ func TestTransformedSecretsRedacted(t *testing.T) {
 func BenchmarkEnviron(b *testing.B) {
 	for b.Loop() {
 		environ("0193a6f0-0000-7000-8000-000000000000", nil)
+	}
+}
+
+// TestStrictEnv: with EnvAllow (StrictEnv, a review of a hostile pull
+// request) a command sees only the allowed variables and the session id:
+// not a secret-named one, not one passed through, and not one whose name
+// says nothing (a token in DATABASE_URL); their values are still redacted
+// from output. The persistent shell gets the same.
+func TestStrictEnv(t *testing.T) {
+	const secret = "postgres://u:hunter2hunter2@db/x"
+	t.Setenv("DATABASE_URL", secret)
+	t.Setenv("DSH_TEST_API_KEY", "sk-test-0123456789abcdef")
+	t.Setenv("LC_TIME", "C")
+	cmd := `env | cut -d= -f1 | sort | tr '\n' ' '`
+	for _, persistent := range []bool{false, true} {
+		o := Options{EnvAllow: StrictEnv, EnvPassthrough: []string{"DSH_TEST_API_KEY"}}
+		var h *harness
+		if persistent {
+			reg := tool.NewRegistry()
+			def, closer := NewPersistent(o)
+			t.Cleanup(func() { closer.Close() })
+			if err := reg.Register("", def); err != nil {
+				t.Fatal(err)
+			}
+			h = &harness{p: tool.NewPipeline(reg), cwd: t.TempDir()}
+		} else {
+			h = newHarness(t, o)
+		}
+		out := text(h.run(t.Context(), t, map[string]any{"command": cmd}))
+		names := strings.Fields(strings.Split(out, "\n")[0])
+		for _, n := range names {
+			if n == SessionEnv || n == "PWD" || n == "SHLVL" || n == "_" || n == "OLDPWD" {
+				continue // the session id, and what the shell sets itself
+			}
+			if !envAllowed(n, StrictEnv) {
+				t.Errorf("persistent %v: %s is in the environment: %s", persistent, n, out)
+			}
+		}
+		if !slices.Contains(names, "PATH") || !slices.Contains(names, "LC_TIME") || !slices.Contains(names, SessionEnv) {
+			t.Errorf("persistent %v: allowed variables missing: %s", persistent, out)
+		}
+		out = text(h.run(t.Context(), t, map[string]any{"command": `echo "key:[$DSH_TEST_API_KEY]"; echo sk-test-0123456789abcdef`}))
+		if strings.Contains(out, "0123456789abcdef") || !strings.Contains(out, "key:[]") {
+			t.Errorf("persistent %v: %s", persistent, out)
+		}
 	}
 }
