@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/dsh-dev/dsh/internal/github"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/schedule"
+	"github.com/dsh-dev/dsh/internal/secretscreen"
+	"github.com/dsh-dev/dsh/internal/server"
 )
 
 // automation is what dsh serve runs besides the API: the schedule runner
@@ -52,8 +56,26 @@ func startAutomation(ctx context.Context, a *app.App, h *host.Host, ghAddr strin
 		if gc.TokenEnv != "" {
 			_ = os.Unsetenv(gc.TokenEnv)
 		}
+		for _, as := range gc.TrustedAssociations {
+			if !slices.Contains(github.Associations, as) {
+				return nil, &app.ConfigError{Err: fmt.Errorf("github.trusted_associations: unknown association %q (want one of %s)", as, strings.Join(github.Associations, ", "))}
+			}
+		}
+		var keyVars []string
+		for _, p := range a.Config.Providers {
+			keyVars = append(keyVars, p.APIKeyEnv)
+		}
+		// What a review must not post, read when it is screened: the
+		// serve token (it may be written after this), the user's ssh
+		// keys, the providers' keys whatever their variables' names.
+		home, _ := os.UserHomeDir()
+		secrets := func() []string {
+			return append(secretscreen.FileValues(append(secretscreen.SSHKeys(home), server.TokenPath(a.Home))...),
+				secretscreen.EnvValues(os.Environ(), keyVars...)...)
+		}
 		cfg := github.Config{Secret: []byte(secret), Token: token, APIURL: gc.APIURL, Trigger: gc.Trigger, Model: gc.Model,
-			WorktreeDir: filepath.Join(a.Home, "github", "worktrees")}
+			WorktreeDir: filepath.Join(a.Home, "github", "worktrees"),
+			Trusted:     gc.TrustedAssociations, ReviewLabel: gc.ReviewLabel, AllowWeb: gc.AllowWeb, Secrets: secrets}
 		for _, r := range gc.Repositories {
 			cfg.Rules = append(cfg.Rules, github.Rule{Repo: r.Repo, Path: r.Path, Permission: r.Permission})
 		}

@@ -67,6 +67,16 @@ type GitHub struct {
 	Model string `yaml:"model"`
 	// Repositories map repositories to local clones.
 	Repositories []GitHubRepository `yaml:"repositories"`
+	// TrustedAssociations are the author associations (OWNER, MEMBER,
+	// COLLABORATOR, CONTRIBUTOR, …) whose comment or pull request starts
+	// a review; empty means OWNER, MEMBER and COLLABORATOR.
+	TrustedAssociations []string `yaml:"trusted_associations"`
+	// ReviewLabel is the label whose addition asks for a review (default
+	// dsh-review).
+	ReviewLabel string `yaml:"review_label"`
+	// AllowWeb offers review sessions web_fetch and web_search (off by
+	// default: a pull request is hostile input).
+	AllowWeb bool `yaml:"allow_web"`
 }
 
 // GitHubRepository maps one repository to a local clone.

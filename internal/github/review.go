@@ -11,13 +11,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/agent"
 	"github.com/dsh-dev/dsh/internal/host"
+	"github.com/dsh-dev/dsh/internal/llm"
+	"github.com/dsh-dev/dsh/internal/permission"
 	"github.com/dsh-dev/dsh/internal/proc"
+	"github.com/dsh-dev/dsh/internal/secretscreen"
 	"github.com/dsh-dev/dsh/internal/session"
 )
 
@@ -29,17 +33,78 @@ const DefaultAPIURL = "https://api.github.com"
 
 var shaRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}$`) })
 
+// SessionHost is what a review needs of the session host (*host.Host).
+type SessionHost interface {
+	Create(ctx context.Context, r host.CreateRequest) (host.Info, error)
+	Send(ctx context.Context, id string, msg llm.Message, d host.Delivery) error
+	RunUntilIdle(ctx context.Context, id string) (agent.Outcome, error)
+	Log(id string) (*session.Log, bool)
+}
+
+// ReviewTools are the only tools a review session is offered: it reads
+// and runs read-only commands. AllowWeb adds WebTools.
+var ReviewTools = []string{"bash", "read", "glob", "grep", "todo_write"}
+
+// WebTools are the network tools a review gets with Config.AllowWeb.
+var WebTools = []string{"web_fetch", "web_search"}
+
+// TypeReviewOutcome is the session event that says what became of a
+// review's final answer (ReviewOutcome): posted, withheld, or not posted
+// (no token). Older builds skip it (it is ignorable).
+const TypeReviewOutcome = "github/review"
+
+// ReviewOutcome is the payload of github/review.
+type ReviewOutcome struct {
+	Posted bool `json:"posted"`
+	// Withheld says why the answer was not posted (a secret's kind).
+	Withheld string `json:"withheld,omitempty"`
+	Commit   string `json:"commit"`
+}
+
+// WithheldNotice is posted instead of a review that held a secret.
+const WithheldNotice = "dsh: the review was withheld because it contained what looks like a secret. The maintainers can read it in the review session's log."
+
+// WithheldError says a review was not posted because it held a secret.
+type WithheldError struct {
+	SessionID string
+	Kind      string
+}
+
+func (e *WithheldError) Error() string {
+	return fmt.Sprintf("review session %s: the review was withheld: it contains %s", e.SessionID, e.Kind)
+}
+
+// DuplicateError says a review of the same head commit is running.
+type DuplicateError struct {
+	Key      string
+	Delivery string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("a review of %s is already running (delivery %s)", e.Key, e.Delivery)
+}
+
 // HostReviewer runs review sessions through a session host.
 type HostReviewer struct {
-	Host   *host.Host
+	Host   SessionHost
 	Config Config
 	Client *Client
+
+	mu       sync.Mutex
+	inflight map[string]string // guarded by mu; head key → delivery
 }
 
 // Review implements [Reviewer]: the head commit is checked out in a
 // worktree of its own (the user's checkout is not touched), a read-only
 // session reviews it, and with a token the final answer is posted back as
-// a review on the head commit.
+// a review on the head commit, unless it holds a secret (then a notice
+// is posted instead and a *WithheldError returned). One review per
+// repository, pull request and head commit runs at a time: another
+// returns a *DuplicateError at once.
+//
+// The session is held to Restrictions: reads confined to the worktree,
+// its repository's git directory and the system directories; a command
+// environment without any secret; ReviewTools only.
 func (r *HostReviewer) Review(ctx context.Context, job Job) (string, error) {
 	pr := job.PR
 	if pr.Head.SHA == "" {
@@ -52,6 +117,11 @@ func (r *HostReviewer) Review(ctx context.Context, job Job) (string, error) {
 	if !shaRE().MatchString(pr.Head.SHA) {
 		return "", fmt.Errorf("pull request %d: head sha %q is not a commit id", pr.Number, pr.Head.SHA)
 	}
+	key := fmt.Sprintf("%s#%d@%s", strings.ToLower(job.Repo), pr.Number, pr.Head.SHA)
+	if err := r.claim(key, job.Delivery); err != nil {
+		return "", err
+	}
+	defer r.release(key)
 	wt, err := worktree(ctx, job.Rule.Path, r.Config.WorktreeDir, job.Repo, pr)
 	if err != nil {
 		return "", err
@@ -60,10 +130,15 @@ func (r *HostReviewer) Review(ctx context.Context, job Job) (string, error) {
 	if perm == "" {
 		perm = "read-only"
 	}
+	restrict, err := r.restrictions(ctx, wt)
+	if err != nil {
+		return "", err
+	}
 	info, err := r.Host.Create(ctx, host.CreateRequest{
 		Cwd: wt, Model: r.Config.Model, Permission: perm, Approval: "never", Headless: true,
-		Title:  fmt.Sprintf("Review %s#%d", job.Repo, pr.Number),
-		Origin: &host.Origin{Kind: OriginKind, Info: session.OriginInfo{Delivery: job.Delivery, Repo: job.Repo, PR: pr.Number}},
+		Title:        fmt.Sprintf("Review %s#%d", job.Repo, pr.Number),
+		Origin:       &host.Origin{Kind: OriginKind, Info: session.OriginInfo{Delivery: job.Delivery, Repo: job.Repo, PR: pr.Number}},
+		Restrictions: restrict,
 	})
 	if err != nil {
 		return "", err
@@ -79,12 +154,80 @@ func (r *HostReviewer) Review(ctx context.Context, job Job) (string, error) {
 	if out.Reason.Kind != session.EndCompleted {
 		return id, fmt.Errorf("review session %s ended %s; nothing posted", id, out.Reason.Kind)
 	}
-	if r.Config.Token != "" && strings.TrimSpace(out.Text) != "" {
-		if err := r.Client.PostReview(ctx, job.Repo, pr.Number, pr.Head.SHA, out.Text); err != nil {
-			return id, err
-		}
+	if strings.TrimSpace(out.Text) == "" {
+		return id, nil
 	}
+	if f, found := r.screen().Find(out.Text); found {
+		r.record(id, ReviewOutcome{Withheld: f.Kind, Commit: pr.Head.SHA})
+		if r.Config.Token != "" {
+			if err := r.Client.PostReview(ctx, job.Repo, pr.Number, pr.Head.SHA, WithheldNotice); err != nil {
+				return id, errors.Join(&WithheldError{SessionID: id, Kind: f.Kind}, err)
+			}
+		}
+		return id, &WithheldError{SessionID: id, Kind: f.Kind}
+	}
+	if r.Config.Token == "" {
+		r.record(id, ReviewOutcome{Commit: pr.Head.SHA})
+		return id, nil
+	}
+	if err := r.Client.PostReview(ctx, job.Repo, pr.Number, pr.Head.SHA, out.Text); err != nil {
+		return id, err
+	}
+	r.record(id, ReviewOutcome{Posted: true, Commit: pr.Head.SHA})
 	return id, nil
+}
+
+// restrictions are a review session's: confined reads (the worktree's
+// objects live in its repository's git directory, readable too), a
+// strict environment, ReviewTools (and WebTools when allowed).
+func (r *HostReviewer) restrictions(ctx context.Context, wt string) (permission.Restrictions, error) {
+	common, err := git(ctx, wt, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return permission.Restrictions{}, err
+	}
+	tools := slices.Clone(ReviewTools)
+	if r.Config.AllowWeb {
+		tools = append(tools, WebTools...)
+	}
+	return permission.Restrictions{ConfineReads: true, ReadRoots: []string{strings.TrimSpace(common)}, StrictEnv: true,
+		Tools: tools, Source: OriginKind}, nil
+}
+
+// screen is the secret screen for a review's final answer: the token, the
+// webhook secret, the values of every secret-named variable of this
+// process and Config.Secrets.
+func (r *HostReviewer) screen() *secretscreen.Screen {
+	values := append([]string{r.Config.Token, string(r.Config.Secret)}, secretscreen.EnvValues(os.Environ())...)
+	if r.Config.Secrets != nil {
+		values = append(values, r.Config.Secrets()...)
+	}
+	return secretscreen.New(values...)
+}
+
+// record appends github/review to the session's log, when it is live.
+func (r *HostReviewer) record(id string, o ReviewOutcome) {
+	if log, ok := r.Host.Log(id); ok {
+		_, _ = log.Append(TypeReviewOutcome, o, session.Ignorable())
+	}
+}
+
+func (r *HostReviewer) claim(key, delivery string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d, busy := r.inflight[key]; busy {
+		return &DuplicateError{Key: key, Delivery: d}
+	}
+	if r.inflight == nil {
+		r.inflight = map[string]string{}
+	}
+	r.inflight[key] = delivery
+	return nil
+}
+
+func (r *HostReviewer) release(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.inflight, key)
 }
 
 // Prompt is the review request. The pull request's own words are the

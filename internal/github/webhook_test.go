@@ -17,8 +17,9 @@ import (
 func TestMain(m *testing.M) { leakcheck.Run(m) }
 
 type memDeliveries struct {
-	mu sync.Mutex
-	m  map[string]store.Delivery
+	mu   sync.Mutex
+	m    map[string]store.Delivery
+	keys map[string]string
 }
 
 func (d *memDeliveries) RecordDelivery(_ context.Context, x store.Delivery) (bool, error) {
@@ -37,6 +38,18 @@ func (d *memDeliveries) SetDeliveryOutcome(_ context.Context, id, outcome, sid s
 	x.Outcome, x.SessionID = outcome, sid
 	d.m[id] = x
 	return nil
+}
+func (d *memDeliveries) ClaimDeliveryKey(_ context.Context, key, id string) (string, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.keys == nil {
+		d.keys = map[string]string{}
+	}
+	if owner, ok := d.keys[key]; ok {
+		return owner, false, nil
+	}
+	d.keys[key] = id
+	return id, true, nil
 }
 func (d *memDeliveries) GetDelivery(_ context.Context, id string) (store.Delivery, bool, error) {
 	d.mu.Lock()
@@ -65,7 +78,7 @@ func TestHandlerChecks(t *testing.T) {
 	rv := &countReviewer{}
 	h := New(Config{Secret: secret, Rules: []Rule{{Repo: "o/r", Path: "/x"}}}, st, rv, nil)
 	defer h.Close()
-	body := []byte(`{"action":"ready_for_review","repository":{"full_name":"o/r"},"sender":{"type":"User"},"pull_request":{"number":3,"head":{"sha":"` + strings.Repeat("a", 40) + `"}}}`)
+	body := []byte(`{"action":"ready_for_review","repository":{"full_name":"o/r"},"sender":{"type":"User"},"pull_request":{"number":3,"author_association":"MEMBER","head":{"sha":"` + strings.Repeat("a", 40) + `","repo":{"full_name":"o/r"}},"base":{"repo":{"full_name":"o/r"}}}}`)
 	do := func(method, path, ctype, event, delivery, sig string, b []byte) int {
 		req := httptest.NewRequest(method, path, bytes.NewReader(b))
 		if ctype != "" {
