@@ -23,10 +23,12 @@ import (
 )
 
 // fakeHost records the sessions a reviewer creates; each review's final
-// answer is answer. Create waits for gate when it is not nil.
+// answer is answer. Create signals entered (when not nil) and waits for
+// gate (when not nil).
 type fakeHost struct {
 	mu      sync.Mutex
 	created []host.CreateRequest
+	entered chan<- string
 	gate    chan struct{}
 	answer  string
 }
@@ -36,6 +38,9 @@ func (f *fakeHost) Create(ctx context.Context, r host.CreateRequest) (host.Info,
 	f.created = append(f.created, r)
 	n := len(f.created)
 	f.mu.Unlock()
+	if f.entered != nil {
+		f.entered <- "create"
+	}
 	if f.gate != nil {
 		select {
 		case <-f.gate:
@@ -138,18 +143,19 @@ func TestConcurrentDeliveriesOneReview(t *testing.T) {
 	clone, head := newClone(t)
 	gh := newFakeGitHub(t, head)
 	secret := []byte("s3cret")
-	fh := &fakeHost{gate: make(chan struct{}), answer: "REVIEW: fine"}
+	// Every delivery ends up in one of two places before the gate
+	// opens: a session being created, or a line logged (a duplicate, or
+	// an error such as "already exists").
+	settled := make(chan string, 16)
+	fh := &fakeHost{entered: settled, gate: make(chan struct{}), answer: "REVIEW: fine"}
 	cfg := Config{Secret: secret, Token: "t", WorktreeDir: filepath.Join(t.TempDir(), "wt"),
 		Rules: []Rule{{Repo: "Codertocat/Hello-World", Path: clone}}}
 	rv := &HostReviewer{Host: fh, Config: cfg, Client: &Client{BaseURL: gh.URL, Token: "t"}}
 	st := &memDeliveries{m: map[string]store.Delivery{}}
-	dups := make(chan string, 16)
 	var log logLines
 	h := New(cfg, st, rv, func(format string, args ...any) {
 		log.logf(format, args...)
-		if line := fmt.Sprintf(format, args...); strings.Contains(line, "is already running") {
-			dups <- line
-		}
+		settled <- fmt.Sprintf(format, args...)
 	})
 	defer h.Close()
 	const n = 6
@@ -169,11 +175,12 @@ func TestConcurrentDeliveriesOneReview(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for range n - 1 {
-		<-dups
+	for range n {
+		<-settled
 	}
 	close(fh.gate)
 	h.Wait()
+	fh.entered = nil
 	if got := len(fh.requests()); got != 1 {
 		t.Fatalf("%d review sessions, want 1; log %q", got, log.lines)
 	}
