@@ -436,8 +436,11 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 		if strings.Contains(body, "gh-test-token") || strings.Contains(body, "s3cret") {
 			t.Fatal("the token or the secret reached the model")
 		}
-		if strings.Contains(body, "DSH_HOME=") && strings.Contains(body, "change") {
+		if strings.Contains(body, "PATH=") && strings.Contains(body, "change") {
 			sawEnv = true // the env listing and the head commit's subject
+		}
+		if strings.Contains(body, "DSH_HOME=") {
+			t.Error("the review's commands got more than the strict environment")
 		}
 	}
 	if !sawEnv {
