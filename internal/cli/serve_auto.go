@@ -77,7 +77,11 @@ func startAutomation(ctx context.Context, a *app.App, h *host.Host, ghAddr strin
 			WorktreeDir: filepath.Join(a.Home, "github", "worktrees"),
 			Trusted:     gc.TrustedAssociations, ReviewLabel: gc.ReviewLabel, AllowWeb: gc.AllowWeb, Secrets: secrets}
 		for _, r := range gc.Repositories {
-			cfg.Rules = append(cfg.Rules, github.Rule{Repo: r.Repo, Path: r.Path, Permission: r.Permission})
+			rule := github.Rule{Repo: r.Repo, Path: r.Path, Permission: r.Permission}
+			if err := rule.Validate(); err != nil {
+				return nil, &app.ConfigError{Err: fmt.Errorf("github.repositories: %w", err)}
+			}
+			cfg.Rules = append(cfg.Rules, rule)
 		}
 		client := &github.Client{BaseURL: gc.APIURL, Token: token}
 		hook = github.New(cfg, a.Store, &github.HostReviewer{Host: h, Config: cfg, Client: client}, logf)

@@ -106,6 +106,9 @@ type HostReviewer struct {
 // its repository's git directory and the system directories; a command
 // environment without any secret; ReviewTools only.
 func (r *HostReviewer) Review(ctx context.Context, job Job) (string, error) {
+	if err := job.Rule.Validate(); err != nil {
+		return "", err
+	}
 	pr := job.PR
 	if pr.Head.SHA == "" {
 		got, err := r.Client.PullRequest(ctx, job.Repo, pr.Number)

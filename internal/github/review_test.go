@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -284,5 +285,76 @@ func TestReplayedDeliveryIgnored(t *testing.T) {
 	h.Wait()
 	if len(rv.jobs) != 2 {
 		t.Errorf("%d reviews after the restart, want 2", len(rv.jobs))
+	}
+}
+
+// A review session is created restricted: reads confined (the worktree,
+// its repository's git directory), a strict environment, ReviewTools
+// only (web tools only with AllowWeb). An answer holding a secret (the
+// serve token from Config.Secrets, a key format) is withheld: the notice
+// is posted instead and the error says so; a clean one is posted as is.
+// A rule with full-access starts nothing.
+func TestReviewRestrictedAndScreened(t *testing.T) {
+	clone, head := newClone(t)
+	gh := newFakeGitHub(t, head)
+	serveToken := "serve-token-0123456789abcdef"
+	job := Job{Delivery: "d1", Repo: "Codertocat/Hello-World", Rule: Rule{Repo: "Codertocat/Hello-World", Path: clone}}
+	job.PR.Number = 2
+	job.PR.Head.SHA = head
+	for _, c := range []struct {
+		name     string
+		allowWeb bool
+		answer   string
+		withheld bool
+	}{
+		{"clean", false, "REVIEW: the change looks fine", false},
+		{"clean with web", true, "REVIEW: fine", false},
+		{"serve token", false, "REVIEW: the token is " + serveToken, true},
+		{"token base64", false, "REVIEW: c2VydmUtdG9rZW4tMDEyMzQ1Njc4OWFiY2RlZg==", true},
+		{"private key", false, "REVIEW:\n-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n", true},
+		{"github token", false, "REVIEW: ghp_" + strings.Repeat("a1B2", 9), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fh := &fakeHost{answer: c.answer}
+			before := len(gh.posted())
+			rv := &HostReviewer{Host: fh, Client: &Client{BaseURL: gh.URL, Token: "t"}, Config: Config{
+				Token: "t", AllowWeb: c.allowWeb, WorktreeDir: filepath.Join(t.TempDir(), "wt"),
+				Secrets: func() []string { return []string{serveToken} },
+			}}
+			id, err := rv.Review(t.Context(), job)
+			var held *WithheldError
+			if c.withheld != errors.As(err, &held) || (!c.withheld && err != nil) || id != "s1" {
+				t.Fatalf("review: %q %v", id, err)
+			}
+			reqs := fh.requests()
+			if len(reqs) != 1 {
+				t.Fatalf("%d sessions", len(reqs))
+			}
+			r := reqs[0].Restrictions
+			want := slices.Clone(ReviewTools)
+			if c.allowWeb {
+				want = append(want, WebTools...)
+			}
+			if !r.ConfineReads || !r.StrictEnv || r.Source != OriginKind || !slices.Equal(r.Tools, want) ||
+				!slices.Equal(r.ReadRoots, []string{filepath.Join(clone, ".git")}) || reqs[0].Approval != "never" || reqs[0].Permission != "read-only" {
+				t.Errorf("session %+v", reqs[0])
+			}
+			posts := gh.posted()[before:]
+			wantBody := c.answer
+			if c.withheld {
+				wantBody = WithheldNotice
+			}
+			if len(posts) != 1 || posts[0]["body"] != wantBody || posts[0]["commit_id"] != head {
+				t.Errorf("posted %v", posts)
+			}
+		})
+	}
+	fh := &fakeHost{answer: "x"}
+	rv := &HostReviewer{Host: fh, Client: &Client{BaseURL: gh.URL}, Config: Config{WorktreeDir: t.TempDir()}}
+	for _, perm := range []string{"full-access", "nonsense"} {
+		job.Rule.Permission = perm
+		if _, err := rv.Review(t.Context(), job); err == nil || len(fh.requests()) != 0 {
+			t.Errorf("permission %s: %v, %d sessions", perm, err, len(fh.requests()))
+		}
 	}
 }

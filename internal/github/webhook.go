@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/permission"
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/store"
 )
 
@@ -48,6 +50,23 @@ type Rule struct {
 	Repo       string
 	Path       string
 	Permission string
+}
+
+// Validate refuses a rule whose permission preset is unknown or would run
+// a review unconfined (full-access: no sandbox, so reads cannot be
+// confined and the network is on, for a pull request's hostile input).
+func (r Rule) Validate() error {
+	if r.Permission == "" {
+		return nil
+	}
+	p, ok := permission.LookupPreset(r.Permission)
+	if !ok {
+		return fmt.Errorf("repository %s: unknown permission preset %q", r.Repo, r.Permission)
+	}
+	if p.Knobs.Mode == sandbox.DangerFullAccess {
+		return fmt.Errorf("repository %s: permission %s would run reviews of hostile pull requests outside the sandbox; use read-only (the default), workspace-write or auto", r.Repo, r.Permission)
+	}
+	return nil
 }
 
 // Config is the webhook's configuration.
