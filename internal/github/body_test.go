@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dsh-dev/dsh/internal/store"
 )
@@ -160,5 +161,45 @@ func TestUnverifiedBound(t *testing.T) {
 	h.ServeHTTP(w, request(countingBody{io.NopCloser(strings.NewReader("{}")), &read}, MaxBody+1))
 	if w.Code != http.StatusRequestEntityTooLarge || read.Load() != 0 {
 		t.Errorf("declared too large: %d, %d bytes read", w.Code, read.Load())
+	}
+}
+
+// A sender that stops half-way through its body holds its unverified
+// slot only until BodyTimeout: the handler answers, and the slot is free
+// for the next delivery.
+func TestSlowBodyReleasesSlot(t *testing.T) {
+	secret := []byte("k")
+	st := &memDeliveries{m: map[string]store.Delivery{}}
+	h := New(Config{Secret: secret, MaxUnverified: 1, BodyTimeout: 300 * time.Millisecond, Rules: []Rule{{Repo: "o/r", Path: "/x"}}}, st, &countReviewer{}, nil)
+	defer h.Close()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A guard against a hang, far past BodyTimeout: the answer must come
+	// without it.
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "POST /github HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-GitHub-Event: pull_request\r\nX-GitHub-Delivery: slow\r\nX-Hub-Signature-256: %s\r\nContent-Length: 1000\r\n\r\n{\"a\":", Sign(secret, []byte("x")))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("stalled body: %s", resp.Status)
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/github", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Hub-Signature-256", Sign(secret, []byte("x")))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("next delivery: %s", resp.Status)
 	}
 }

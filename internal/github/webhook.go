@@ -35,6 +35,11 @@ const MaxBody = 25 << 20
 // not yet verified; more at once are refused with 503.
 const DefaultMaxUnverified = 4
 
+// DefaultBodyTimeout bounds the reading of one delivery's body, so that a
+// slow sender cannot hold one of the few unverified slots for long
+// (GitHub sends its whole body at once).
+const DefaultBodyTimeout = 20 * time.Second
+
 // DefaultReviewLabel is the label that asks for a review.
 const DefaultReviewLabel = "dsh-review"
 
@@ -96,6 +101,9 @@ type Config struct {
 	// MaxUnverified bounds concurrent unverified requests (default
 	// DefaultMaxUnverified).
 	MaxUnverified int
+	// BodyTimeout bounds the reading of a body (default
+	// DefaultBodyTimeout).
+	BodyTimeout time.Duration
 	// Secrets returns further secret values the posted review is
 	// screened for (the serve token); nil for none.
 	Secrets func() []string
@@ -153,6 +161,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxUnverified <= 0 {
 		c.MaxUnverified = DefaultMaxUnverified
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
 	}
 	return c
 }
@@ -313,6 +324,9 @@ func parseSignature(header string) ([]byte, bool) {
 // as it arrives (the buffer grows with what was sent, not with what was
 // declared), and reports whether it matches want.
 func (h *Handler) readVerified(w http.ResponseWriter, r *http.Request, want []byte) ([]byte, bool, error) {
+	// Where the connection supports it (not in tests' recorders), a body
+	// that does not arrive in time fails the read.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.BodyTimeout))
 	mac := hmac.New(sha256.New, h.cfg.Secret)
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(w, r.Body, MaxBody), mac)); err != nil {
