@@ -232,3 +232,27 @@ func TestGitHubReviewCannotLeak(t *testing.T) {
 		t.Errorf("review outcome %v", outcome)
 	}
 }
+
+// TestGitHubConfigRefused: dsh serve refuses, at start and with a clear
+// message, a github block whose trusted_associations names an unknown
+// association or whose repository would run reviews unsandboxed.
+func TestGitHubConfigRefused(t *testing.T) {
+	for _, c := range []struct{ extra, want string }{
+		{"  trusted_associations: [OWNER, maintainer]\n", `unknown association "maintainer"`},
+		{"  repositories:\n    - {repo: o/r, path: /tmp, permission: full-access}\n", "outside the sandbox"},
+	} {
+		e := newEnv(t)
+		cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_HMAC\n" + c.extra
+		if err := os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		cmd := e.cmd(ctx, "serve", "--listen", "127.0.0.1:0", "--github-webhook", "127.0.0.1:0")
+		cmd.Env = append(cmd.Env, "DSH_TEST_WEBHOOK_HMAC=s3cret")
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%q: %v\n%s", c.extra, err, out)
+		}
+	}
+}
