@@ -100,7 +100,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		Token: token, Listen: hostPort, TrustedHosts: trusted,
 		Version: app.Version, App: a,
 	})
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs, capped := server.NewHTTPServer(ln, srv, serveLimits(a, stdio))
 	hs.RegisterOnShutdown(srv.Close)
 
 	base := "http://" + hostPort
@@ -118,7 +118,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- hs.Serve(capped) }()
 	var serveErr error
 	select {
 	case <-sigCtx.Done():
@@ -145,6 +145,19 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		return fail(stdio, err)
 	}
 	return ExitOK
+}
+
+// serveLimits are the listeners' timeouts and API cap from config.yaml's
+// serve section (zero keeps each default); refusals are logged to stderr.
+func serveLimits(a *app.App, stdio IO) server.Limits {
+	c := a.Config.Serve
+	return server.Limits{
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout,
+		WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout, MaxConns: c.MaxConns,
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(stdio.Stderr, "dsh serve: "+format+"\n", args...)
+		},
+	}
 }
 
 // openBrowser starts the platform's URL opener when there is one; a
