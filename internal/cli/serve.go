@@ -114,7 +114,15 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "dsh serve: warning: %s is not a loopback address; traffic (the token included) is not encrypted: use it only on a network you trust, or put TLS in front\n", listenHost)
 	}
 	if *open {
-		openBrowser(stdio, browse+"/?token="+token)
+		// The opener's command line is readable by every local user
+		// (/proc/PID/cmdline): it gets a one-time code that expires in a
+		// minute, never the token.
+		code, err := srv.NewLoginCode()
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "dsh serve: --open: %v; open the URL above yourself\n", err)
+		} else {
+			openBrowser(stdio, browse+server.LoginPath+"?code="+code)
+		}
 	}
 
 	served := make(chan error, 1)
