@@ -225,6 +225,29 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// TestConnCapEvictsSlowHeaders: connections that trickle their headers
+// (slowloris) hold no place a new client needs: at the cap they give way
+// before the header timeout, which is set far off here.
+func TestConnCapEvictsSlowHeaders(t *testing.T) {
+	const max = 2
+	le := newLimitedEnv(t, server.Limits{MaxConns: max, ReadHeaderTimeout: time.Hour, ReadTimeout: time.Hour})
+	var slow []net.Conn
+	for range max {
+		c := le.dial()
+		if _, err := fmt.Fprintf(c, "GET /api/health HTTP/1.1\r\nHost: %s\r\nX-Slow: ", le.addr); err != nil {
+			t.Fatal(err)
+		}
+		slow = append(slow, c)
+	}
+	c := le.dial()
+	le.request(c, "GET", "/api/sessions", true, "")
+	if st := readResponse(t, bufio.NewReader(c)); st != 200 {
+		t.Fatalf("authenticated request over the cap: %d", st)
+	}
+	le.await(http.StateClosed, 1)
+	closedWithin(t, slow[0], time.Now())
+}
+
 // TestConnCapRefusesWhenBusy: when every connection under the cap is
 // inside a request (here event streams), a further connection is closed
 // at once with a log line, and the streams go on (their heartbeat comes).
