@@ -304,6 +304,8 @@ it as "Authorization: Bearer TOKEN". Requests must name this server in their
 Host header (a loopback name or address, the listen address, or a
 --trusted-host). On SIGINT/SIGTERM running turns are cancelled, logs flushed
 and session leases released. The API is described at /api/openapi.json.
+Every listener cuts slow and idle connections and caps how many it holds
+(the serve section of config.yaml).
 Scheduled runs ("dsh schedule") fire from start-up. With --github-webhook, a
 second listener takes GitHub review deliveries: signed with the secret named
 by github.webhook_secret_env, matched against github.repositories, each
@@ -312,7 +314,7 @@ at the pull request's head commit; with github.token_env set the review is
 posted back.`,
 		flags: `  --listen ADDR          address to listen on (default 127.0.0.1:3080; port 0 picks a free one)
   --trusted-host HOST    another Host header value to accept, e.g. a name behind a proxy (repeatable)
-  --open                 open the web UI in a browser (xdg-open or open)
+  --open                 open the web UI in a browser (xdg-open or open) through a one-time sign-in link (works once, within a minute; the token never goes on a command line)
   --github-webhook ADDR  also listen on ADDR for GitHub deliveries (only POST /github; see the github section of config.yaml)`,
 		examples: []string{
 			"dsh serve",

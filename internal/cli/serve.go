@@ -100,7 +100,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		Token: token, Listen: hostPort, TrustedHosts: trusted,
 		Version: app.Version, App: a,
 	})
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs, capped := server.NewHTTPServer(ln, srv, serveLimits(a, stdio))
 	hs.RegisterOnShutdown(srv.Close)
 
 	base := "http://" + hostPort
@@ -114,11 +114,19 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "dsh serve: warning: %s is not a loopback address; traffic (the token included) is not encrypted: use it only on a network you trust, or put TLS in front\n", listenHost)
 	}
 	if *open {
-		openBrowser(stdio, browse+"/?token="+token)
+		// The opener's command line is readable by every local user
+		// (/proc/PID/cmdline): it gets a one-time code that expires in a
+		// minute, never the token.
+		code, err := srv.NewLoginCode()
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "dsh serve: --open: %v; open the URL above yourself\n", err)
+		} else {
+			openBrowser(stdio, browse+server.LoginPath+"?code="+code)
+		}
 	}
 
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- hs.Serve(capped) }()
 	var serveErr error
 	select {
 	case <-sigCtx.Done():
@@ -145,6 +153,19 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		return fail(stdio, err)
 	}
 	return ExitOK
+}
+
+// serveLimits are the listeners' timeouts and API cap from config.yaml's
+// serve section (zero keeps each default); refusals are logged to stderr.
+func serveLimits(a *app.App, stdio IO) server.Limits {
+	c := a.Config.Serve
+	return server.Limits{
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout,
+		WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout, MaxConns: c.MaxConns,
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(stdio.Stderr, "dsh serve: "+format+"\n", args...)
+		},
+	}
 }
 
 // openBrowser starts the platform's URL opener when there is one; a

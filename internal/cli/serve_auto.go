@@ -91,11 +91,14 @@ func startAutomation(ctx context.Context, a *app.App, h *host.Host, ghAddr strin
 			return nil, fmt.Errorf("--github-webhook: %w", err)
 		}
 		fmt.Fprintf(stdio.Stdout, "dsh serve github webhook listening on http://%s/github\n", ln.Addr())
-		hs = &http.Server{Handler: hook, ReadHeaderTimeout: 10 * time.Second}
+		lim := serveLimits(a, stdio)
+		lim.MaxConns = a.Config.Serve.WebhookMaxConns
+		var capped net.Listener
+		hs, capped = server.NewHTTPServer(ln, hook, server.WebhookLimits(lim))
 		served = make(chan struct{})
 		go func() {
 			defer close(served)
-			_ = hs.Serve(ln)
+			_ = hs.Serve(capped)
 		}()
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -221,8 +221,12 @@ func TestServeWarnsOffLoopback(t *testing.T) {
 	}
 }
 
-// TestServeOpen: --open runs xdg-open with the browser URL (token
-// included) and without dsh's credentials in its environment.
+// TestServeOpen: --open runs xdg-open (a script here) with a URL that
+// holds a one-time sign-in code and not the token (the opener's command
+// line is readable by every local user), without dsh's credentials in its
+// environment; no process on the machine has the token in its command
+// line. The code is traded once for the token's cookie, which the API
+// accepts; a second use gets the error page.
 func TestServeOpen(t *testing.T) {
 	e := newEnv(t)
 	bin := t.TempDir()
@@ -246,15 +250,59 @@ func TestServeOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := bufio.NewReader(out)
-	_, _ = r.ReadString('\n')
+	first, _ := r.ReadString('\n')
+	base := strings.TrimPrefix(strings.TrimSpace(first), "dsh serve listening on ")
 	urlLine, _ := r.ReadString('\n')
+	_, token, _ := strings.Cut(strings.TrimSpace(urlLine), "?token=")
+	if len(token) != 64 {
+		t.Fatalf("no token in %q", urlLine)
+	}
 	opened, err := os.ReadFile(fifo) // blocks until the opener writes
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.TrimPrefix(strings.TrimSpace(urlLine), "open ") + " key=none\n"
-	if string(opened) != want {
-		t.Errorf("opener got %q, want %q", opened, want)
+	m := regexp.MustCompile(`^(` + regexp.QuoteMeta(base) + `/login\?code=[A-Za-z0-9_-]{43}) key=none\n$`).FindStringSubmatch(string(opened))
+	if m == nil || strings.Contains(string(opened), token) {
+		t.Fatalf("opener got %q", opened)
+	}
+	// Every process's command line, dsh serve's children included.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, []byte(token)) {
+			t.Errorf("%s holds the token: %q", p, b)
+		}
+	}
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "dsh_token" && ck.Value == token {
+			cookie = ck
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || cookie == nil {
+		t.Fatalf("sign-in: %d to %q, cookies %v", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/sessions", nil)
+	req.AddCookie(cookie)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("API with the cookie: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err = noRedirect.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(page), "already been used") || len(resp.Cookies()) != 0 {
+		t.Fatalf("second use: %d %v %s", resp.StatusCode, resp.Cookies(), page)
 	}
 	_ = c.Process.Signal(syscall.SIGTERM)
 	if err := c.Wait(); err != nil {

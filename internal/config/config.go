@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v4"
 
@@ -42,6 +43,26 @@ type Config struct {
 	Hooks Hooks `yaml:"hooks"`
 	// GitHub configures the review webhook of dsh serve --github-webhook.
 	GitHub GitHub `yaml:"github"`
+	// Serve sets dsh serve's connection limits.
+	Serve Serve `yaml:"serve"`
+}
+
+// Serve is the serve section of config.yaml: the timeouts and connection
+// caps of dsh serve's listeners. Zero (or absent) keeps the default.
+type Serve struct {
+	// ReadHeaderTimeout bounds reading a request's headers (10s).
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included (30s).
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing a response; event streams are exempt
+	// (60s).
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes a keep-alive connection with no request (120s).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConns caps the API listener's connections (1024).
+	MaxConns int `yaml:"max_conns"`
+	// WebhookMaxConns caps the GitHub webhook listener's (256).
+	WebhookMaxConns int `yaml:"webhook_max_conns"`
 }
 
 // Hooks is the hooks section of config.yaml.
@@ -196,6 +217,9 @@ func Parse(name string, data []byte) (Config, error) {
 		}
 		return Config{}, compose.InFile(name, fe)
 	}
+	if fe := c.Serve.check(doc); fe != nil {
+		return Config{}, compose.InFile(name, fe)
+	}
 	if _, err := llm.ParseEffort(c.Effort); err != nil {
 		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "effort", Problem: fmt.Sprintf("key \"effort\" must be off, low, high or max, not %q", c.Effort),
 			Suggestion: compose.Nearest(c.Effort, []string{"off", "low", "high", "max"})}
@@ -205,6 +229,30 @@ func Parse(name string, data []byte) (Config, error) {
 		return Config{}, compose.InFile(name, fe)
 	}
 	return c, nil
+}
+
+// check refuses a negative limit in the serve section.
+func (s Serve) check(doc *yaml.Node) *compose.FieldError {
+	for _, f := range []struct {
+		key string
+		bad bool
+	}{
+		{"read_header_timeout", s.ReadHeaderTimeout < 0}, {"read_timeout", s.ReadTimeout < 0},
+		{"write_timeout", s.WriteTimeout < 0}, {"idle_timeout", s.IdleTimeout < 0},
+		{"max_conns", s.MaxConns < 0}, {"webhook_max_conns", s.WebhookMaxConns < 0},
+	} {
+		if !f.bad {
+			continue
+		}
+		fe := &compose.FieldError{Code: compose.CodeBadValue, Key: "serve." + f.key, Problem: fmt.Sprintf("key \"serve.%s\" must not be negative (0 or absent keeps the default)", f.key)}
+		if sv := value(doc, "serve"); sv != nil {
+			if v := value(sv, f.key); v != nil {
+				fe.Line = v.Line
+			}
+		}
+		return fe
+	}
+	return nil
 }
 
 // value is the value of key in mapping n, or nil.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/dsh-dev/dsh/internal/compose"
 )
@@ -35,7 +36,7 @@ providers:
 		{"mcp bad approval", "mcp_servers:\n  - {name: a, command: x, approval: always}\n", `config.yaml, line 2: mcp server a: approval must be ask or auto, not "always"`},
 		{"unknown key", "modle: x\n", `config.yaml, line 1: unknown key "modle"; did you mean "model"?`},
 		{"unknown nested key", "providers:\n  - id: x\n    base-url: http://h\n", `config.yaml, line 3: unknown key "base-url" in providers[0]; did you mean "base_url"?`},
-		{"no near key", "zzz: 1\n", `config.yaml, line 1: unknown key "zzz" (known keys: effort, github, hooks, max_tokens, mcp_servers, model, profile, providers)`},
+		{"no near key", "zzz: 1\n", `config.yaml, line 1: unknown key "zzz" (known keys: effort, github, hooks, max_tokens, mcp_servers, model, profile, providers, serve)`},
 		{"not a number", "model: a/b\nmax_tokens: lots\n", `config.yaml, line 2: key "max_tokens" must be a whole number, not "lots"`},
 		{"deep number", "providers:\n  - id: x\n    models:\n      - id: m\n        context_window: big\n", `config.yaml, line 5: key "providers[0].models[0].context_window" must be a whole number, not "big"`},
 		{"list for mapping", "providers: {a: 1}\n", `config.yaml, line 1: key "providers" must be a list, not a mapping`},
@@ -47,6 +48,9 @@ providers:
 		{"protocol typo", "providers:\n  - id: x\n    protocol: openi\n", `config.yaml, line 3: provider x: unknown protocol "openi" (want openai or anthropic); did you mean "openai"?`},
 		{"effort typo", "effort: hihg\n", `config.yaml, line 1: key "effort" must be off, low, high or max, not "hihg"; did you mean "high"?`},
 		{"bad effort", "effort: extreme\n", `config.yaml, line 1: key "effort" must be off, low, high or max, not "extreme"`},
+		{"serve limits", "serve:\n  read_header_timeout: 5s\n  read_timeout: 1m\n  write_timeout: 90s\n  idle_timeout: 3m\n  max_conns: 64\n  webhook_max_conns: 8\n", ""},
+		{"serve negative", "serve:\n  idle_timeout: -1s\n", `config.yaml, line 2: key "serve.idle_timeout" must not be negative (0 or absent keeps the default)`},
+		{"serve bad duration", "serve:\n  read_timeout: 30\n", `config.yaml, line 2: key "serve.read_timeout" must be a duration such as 30s, 5m or 1h30m, not "30"`},
 		{"not yaml", "model: [unclosed\n", "config.yaml, line 2: this is not valid YAML: did not find expected ',' or ']'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,6 +58,9 @@ providers:
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				if want := (Serve{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 90 * time.Second, IdleTimeout: 3 * time.Minute, MaxConns: 64, WebhookMaxConns: 8}); tc.name == "serve limits" && c.Serve != want {
+					t.Errorf("serve %+v, want %+v", c.Serve, want)
 				}
 				if tc.name == "full" && (c.Model != "ollama/qwen3" || c.MaxTokens != 4096 || c.Providers[0].Models[0].ContextWindow != 32768) {
 					t.Errorf("parsed %+v", c)

@@ -43,6 +43,8 @@ type Options struct {
 	// Home is the directory /api/directories starts at (""; the user's
 	// home directory).
 	Home string
+	// Now is the clock of the sign-in codes' expiry (nil: time.Now).
+	Now func() time.Time
 }
 
 // Server is the http.Handler of dsh serve.
@@ -58,6 +60,9 @@ type Server struct {
 	// base ends every stream when the server shuts down.
 	base    context.Context
 	stopAll context.CancelFunc
+	// logins are the one-time sign-in codes (NewLoginCode).
+	logins loginCodes
+
 	mu      sync.Mutex
 	closed  bool // guarded by mu
 	streams sync.WaitGroup
@@ -107,6 +112,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if err := s.fence.check(r); err != nil {
 		writeError(w, err)
+		return
+	}
+	if r.URL.Path == LoginPath {
+		s.login(w, r)
 		return
 	}
 	if !strings.HasPrefix(r.URL.Path, "/api/") {

@@ -26,9 +26,18 @@ type sseWriter struct {
 // EventSource otherwise waits about 3 s after a server restart.
 const retryMs = "1000"
 
-// startSSE sends the stream's headers and its retry field.
+// startSSE sends the stream's headers and its retry field. A stream
+// outlives the listener's read and write timeouts (Limits): each write
+// sets its own deadline in place of the response's, so a stream lives as
+// long as its client reads, with a heartbeat at least every
+// DefaultHeartbeat. net/http already drops the request's read deadline
+// once its body is read; clearing it here as well keeps a stream alive
+// whatever its request looked like.
 func startSSE(w http.ResponseWriter) (*sseWriter, error) {
 	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return nil, err
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

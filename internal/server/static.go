@@ -30,11 +30,7 @@ func (s *Server) static() http.Handler {
 		h.Set("Content-Security-Policy", "frame-ancestors 'none'")
 		if q := r.URL.Query(); q.Has("token") {
 			if tokenEqual(q.Get("token"), s.opts.Token) {
-				http.SetCookie(w, &http.Cookie{
-					Name: CookieName, Value: s.opts.Token, Path: "/",
-					HttpOnly: true, SameSite: http.SameSiteStrictMode,
-					MaxAge: 400 * 24 * 3600,
-				})
+				s.setTokenCookie(w)
 			}
 			q.Del("token")
 			target := r.URL.Path

@@ -260,6 +260,34 @@ func TestBrowserToolCards(t *testing.T) {
 	}
 }
 
+// hostileLinks is a scripted answer full of links that must not become
+// links (javascript: spelt several ways, data:, vbscript:, a raw tag) and
+// one that must.
+const hostileLinks = "Here: [click](javascript:alert(1)), [mixed](JaVaScRiPt:alert(1)), [tab](java\tscript:alert(1)), " +
+	"[data](data:text/html,<script>alert(1)</script>), [vb](vbscript:msgbox(1)), [blank]( javascript:alert(1)), " +
+	"<a href=\"javascript:alert(2)\">raw</a> and [docs](https://example.com).\n\nEnd of links."
+
+// TestBrowserHostileLinks: a model-chosen javascript: (or data:,
+// vbscript:) URL, in an answer's Markdown or as a web_fetch URL, renders
+// as text, never as a link, in a real browser; https URLs still link. The
+// web_fetch card linked any URL before.
+func TestBrowserHostileLinks(t *testing.T) {
+	b := needBrowser(t)
+	srv := llmtest.New()
+	defer srv.Close()
+	var fetches []llmtest.ToolCall
+	for _, u := range []string{"javascript:alert(1)", "JaVaScRiPt:alert(1)", "java\tscript:alert(1)", "data:text/html,<script>alert(1)</script>",
+		"vbscript:msgbox(1)", " javascript:alert(1)", "https://docs.example.invalid/ok"} {
+		fetches = append(fetches, call("web_fetch", map[string]any{"url": u}))
+	}
+	srv.Enqueue(
+		llmtest.Response{Text: "Fetching.", ToolCalls: fetches},
+		llmtest.Response{Text: hostileLinks},
+	)
+	s := startServe(t, srv)
+	scenario(t, b, s, "links")
+}
+
 // TestBrowserModelError: a refused model call ends the turn with the
 // failure shown; the next prompt works.
 func TestBrowserModelError(t *testing.T) {

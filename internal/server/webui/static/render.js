@@ -44,6 +44,34 @@ function fmtDuration(ms) {
   return `${Math.floor(ms / 60000)} m ${Math.round((ms % 60000) / 1000)} s`;
 }
 
+/**
+ * safeHref is url as a link target when it is an absolute http: or https:
+ * URL, else null. A link made from model or tool text must not run script
+ * (javascript:, in any spelling the URL parser folds into it: JaVaScRiPt:,
+ * java\tscript:, leading blanks), open a document of the model's making
+ * (data:, blob:) or hand anything to another program (vbscript:, file:,
+ * custom schemes). Relative URLs are refused too: they would resolve
+ * against dsh serve itself. The parsed form is returned, so the browser
+ * follows exactly what was checked.
+ */
+export function safeHref(url) {
+  if (typeof url !== 'string') return null;
+  let u;
+  try {
+    u = new URL(url);
+  } catch {
+    return null;
+  }
+  return u.protocol === 'http:' || u.protocol === 'https:' ? u.href : null;
+}
+
+/** extLink is a link to url in a new tab, or plain text when url is not safe to link. */
+function extLink(url, label) {
+  const href = safeHref(url);
+  if (!href) return h('span', { class: 'unlinked', text: label });
+  return h('a', { href, target: '_blank', rel: 'noopener noreferrer', text: label });
+}
+
 // ---- a small Markdown subset: fences, headings, lists, inline code, bold.
 
 function inline(text) {
@@ -57,7 +85,7 @@ function inline(text) {
     else if (t.startsWith('**')) out.push(h('strong', { text: t.slice(2, -2) }));
     else {
       const label = t.slice(1, t.indexOf(']('));
-      out.push(h('a', { href: m[2], target: '_blank', rel: 'noopener noreferrer', text: label }));
+      out.push(safeHref(m[2]) ? extLink(m[2], label) : t);
     }
     last = m.index + t.length;
   }
@@ -228,7 +256,7 @@ export function toolCard(it) {
       break;
     }
     case 'web_fetch':
-      body.append(h('div', { class: 'kv' }, h('span', { class: 'muted', text: 'URL ' }), h('a', { href: args.url, target: '_blank', rel: 'noopener noreferrer', text: args.url || '' })));
+      body.append(h('div', { class: 'kv' }, h('span', { class: 'muted', text: 'URL ' }), extLink(args.url, String(args.url ?? ''))));
       if (meta.status) body.append(h('div', { class: 'kv muted', text: `HTTP ${meta.status} · ${meta.contentType || ''}${meta.title ? ' · ' + meta.title : ''} · ${meta.chars || 0} chars` }));
       if (it.status === 'error') body.append(outputBlock(resultText, 'err'));
       break;
