@@ -89,6 +89,8 @@ func (d permissionsDef) apply(e *env) error {
 		WritableRoots: roots,
 		UnixSockets:   d.UnixSockets,
 		Rules:         d.Rules,
+		// The scripts trusted hooks run stay read-only to the agent.
+		Protected: func() []string { return e.app.ProtectedHookFiles(e.cwd) },
 	}
 	if e.human != nil {
 		cfg.Human = e.human

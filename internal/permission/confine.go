@@ -62,6 +62,9 @@ type BashConfiner struct {
 	// PlanMode, when it reports true, clamps every command to the
 	// read-only sandbox and ignores escalation grants (see Config).
 	PlanMode func() bool
+	// Protected returns the extra read-only paths of each call's policy
+	// (Config.Protected); nil is none.
+	Protected func() []string
 
 	mu     sync.Mutex
 	logged *SandboxBackend // guarded by mu; the last sandbox/backend on the log
@@ -81,7 +84,15 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 	}
 	p := policyFor(mode, ws, b.WritableRoots, false)
 	p.UnixSockets = slices.Clone(b.UnixSockets)
+	p.Protected = b.protected()
 	return p
+}
+
+func (b *BashConfiner) protected() []string {
+	if b.Protected == nil {
+		return nil
+	}
+	return b.Protected()
 }
 
 func (b *BashConfiner) planMode() bool { return b.PlanMode != nil && b.PlanMode() }
@@ -103,8 +114,10 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 	p := b.Policy(c)
 	if g, ok := b.Grants.take(c.ID); ok && !b.planMode() && approvedOnLog(b.Log, c.ID) {
 		if g.Mode.Rank() > p.Mode.Rank() {
+			protected := p.Protected
 			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
 			p.UnixSockets = slices.Clone(b.UnixSockets)
+			p.Protected = protected
 		}
 		p.Network = p.Network || g.Network
 	}

@@ -24,6 +24,12 @@ type Config struct {
 	// UnixSockets are the pathname UNIX sockets outside the workspace
 	// that confined commands may connect to (sandbox.Policy.UnixSockets).
 	UnixSockets []string
+	// Protected returns extra paths that stay read-only although they lie
+	// in a writable root (sandbox.Policy.Protected): the repository files
+	// trusted hooks run. It is asked for every command and file-tool
+	// write, so a file trusted mid-session is protected from then on; nil
+	// protects nothing extra.
+	Protected func() []string
 	// Rules are the configured permission rules.
 	Rules []Rule
 	// Human answers asks (a Terminal); nil when no one is attached.
@@ -68,6 +74,7 @@ func New(cfg Config) (*Session, error) {
 	}
 	s.Confiner = &BashConfiner{Sandbox: cfg.Sandbox, Log: cfg.Log, Defaults: cfg.Defaults,
 		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants, PlanMode: cfg.PlanMode}
+	s.Confiner.Protected = cfg.Protected
 	s.Escalation = &Escalation{Log: cfg.Log, Defaults: cfg.Defaults, Grants: s.Grants}
 	s.Approvals = &Service{Log: cfg.Log, State: s.State, Human: cfg.Human}
 	if cfg.Reviewer != nil {
