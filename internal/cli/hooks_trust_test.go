@@ -64,6 +64,10 @@ func TestHookScriptRewrittenMidSession(t *testing.T) {
 	if !strings.Contains(errOut, ".dsh/check.sh changed since it was trusted") || !strings.Contains(errOut, "dsh hooks trust") {
 		t.Fatalf("stderr does not name the rewritten script:\n%s", errOut)
 	}
+	// The call the hook guards was refused, and the model was told why.
+	if reqs := e.srv.Requests(); len(reqs) != 4 || !strings.Contains(string(reqs[3].Body), "did not run") || !strings.Contains(string(reqs[3].Body), ".dsh/check.sh") {
+		t.Fatalf("%d model requests; the last does not say the call was refused", len(reqs))
+	}
 	events, _ := parseJSONRun(t, out)
 	logged := false
 	for _, ev := range events {

@@ -32,6 +32,9 @@ import (
 // before every hook run.
 const MaxReferenced = 64 << 20
 
+// maxBases bounds the directories relative words are looked up in.
+const maxBases = 64
+
 // maxWordDepth bounds how often a quoted word is split again as a command
 // of its own (sh -c "bash 'x.sh'").
 const maxWordDepth = 4
@@ -194,29 +197,46 @@ func scanRefs(commands []string, projectDir, cwd string) (refs map[string]ref, b
 	if cwd != projectDir {
 		bases = append(bases, cwd)
 	}
-	seen := map[string]bool{}
+	var words []string
 	for _, c := range commands {
 		for _, w := range commandWords(c) {
-			w = expandProjectVars(w, projectDir, cwd)
-			var cands []string
-			if filepath.IsAbs(w) {
-				cands = []string{filepath.Clean(w)}
-			} else {
-				for _, b := range bases {
-					cands = append(cands, filepath.Join(b, w))
-				}
+			words = append(words, expandProjectVars(w, projectDir, cwd))
+		}
+	}
+	candidates := func(w string) []string {
+		if filepath.IsAbs(w) {
+			return []string{filepath.Clean(w)}
+		}
+		var out []string
+		for _, b := range bases {
+			out = append(out, filepath.Join(b, w))
+		}
+		return out
+	}
+	// A repository directory a command names (cd tools && ./x.sh, make -C
+	// sub) is where its relative words may be looked up too.
+	for _, w := range words {
+		for _, p := range candidates(w) {
+			if len(bases) >= maxBases || !within(p, projectDir) || slices.Contains(bases, p) {
+				continue
 			}
-			for _, p := range cands {
-				if seen[p] {
-					continue
-				}
-				seen[p] = true
-				r, ch, ok := resolveRef(p, projectDir, root)
-				if ch != nil {
-					bad = append(bad, *ch)
-				} else if ok {
-					refs[p] = r
-				}
+			if st, err := os.Stat(p); err == nil && st.IsDir() {
+				bases = append(bases, p)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, w := range words {
+		for _, p := range candidates(w) {
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			r, ch, ok := resolveRef(p, projectDir, root)
+			if ch != nil {
+				bad = append(bad, *ch)
+			} else if ok {
+				refs[p] = r
 			}
 		}
 	}

@@ -124,6 +124,9 @@ type Runner struct {
 // Fire runs the hooks of ev that match subject, serially in configuration
 // order, with the payload fields merged over the common ones
 // (session_id, transcript_path, cwd, hook_event_name, permission_mode).
+// A project hook whose file or scripts changed since they were trusted
+// does not run (a suspended hook/result says why, and Warn); a suspended
+// PreToolUse hook denies the call it would have checked.
 func (r *Runner) Fire(ctx context.Context, ev Event, subject string, fields map[string]any) Outcome {
 	var out Outcome
 	if r == nil {
@@ -185,6 +188,14 @@ func (r *Runner) Fire(ctx context.Context, ev Event, subject string, fields map[
 				var se *SuspendedError
 				if errors.As(err, &se) {
 					res.Changed = se.Changes
+				}
+				// A PreToolUse hook guards tool calls: the call it would
+				// have checked is refused rather than let through unchecked
+				// (else rewriting a guard's script, or adding a file a hook
+				// names, would switch the guard off).
+				if ev == PreToolUse {
+					res.Decision, res.Reason = DecisionDeny, "the PreToolUse hook that checks this call did not run: "+err.Error()
+					merge(&out, res.Decision, res.Reason)
 				}
 				out.Results = append(out.Results, res)
 				r.log(TypeResult, res)

@@ -128,6 +128,10 @@ func TestTrustedHookScriptRewritten(t *testing.T) {
 	if out.Ran != 0 || len(out.Results) != 1 || !out.Results[0].Suspended {
 		t.Fatalf("outcome %+v, want one suspended result", out)
 	}
+	// The call the hook guards is refused, not let through unchecked.
+	if out.Decision != DecisionDeny || !strings.Contains(out.Reason, ".dsh/check.sh") {
+		t.Fatalf("decision %q (%s), want deny naming .dsh/check.sh", out.Decision, out.Reason)
+	}
 	if w := r.lastWarning(); !strings.Contains(w, ".dsh/check.sh changed since it was trusted") || !strings.Contains(w, "dsh hooks trust") {
 		t.Fatalf("warning %q does not name .dsh/check.sh", w)
 	}
@@ -204,6 +208,10 @@ func TestTrustCoversReferencedFiles(t *testing.T) {
 			func(r *trustRig) { r.write("env.sh", "true\n") },
 			func(r *trustRig) { r.script("env.sh", "evil") },
 			"env.sh changed"},
+		{"cd first", `cd tools && ./x.sh`,
+			func(r *trustRig) { r.script("tools/x.sh", "good") },
+			func(r *trustRig) { r.script("tools/x.sh", "evil") },
+			"tools/x.sh changed"},
 		{"fifo in place", ".dsh/check.sh",
 			func(r *trustRig) { r.script(".dsh/check.sh", "good") },
 			func(r *trustRig) {
@@ -250,8 +258,8 @@ func TestTrustCoversReferencedFiles(t *testing.T) {
 			if r.ran("evil") != 0 {
 				t.Fatal("a changed script ran")
 			}
-			if out.Ran != 0 || len(out.Results) != 1 || !out.Results[0].Suspended {
-				t.Fatalf("outcome %+v, want the hook suspended", out)
+			if out.Ran != 0 || len(out.Results) != 1 || !out.Results[0].Suspended || out.Decision != DecisionDeny {
+				t.Fatalf("outcome %+v, want the hook suspended and the call denied", out)
 			}
 			if w := r.lastWarning(); !strings.Contains(w, c.want) {
 				t.Fatalf("warning %q, want %q", w, c.want)
