@@ -290,33 +290,9 @@ type source struct {
 // is no error.
 func Load(o LoadOptions) (*Set, error) {
 	set := &Set{ProjectDir: o.ProjectDir}
-	userHome := o.UserHome
-	if userHome == "" && len(o.Import) > 0 {
-		userHome, _ = os.UserHomeDir()
-	}
-	var srcs []source
-	if o.Home != "" {
-		srcs = append(srcs, source{path: filepath.Join(o.Home, "hooks.json"), dialect: DialectClaude})
-	}
-	for _, imp := range o.Import {
-		switch imp {
-		case ImportClaude:
-			if userHome != "" {
-				srcs = append(srcs, source{path: filepath.Join(userHome, ".claude", "settings.json"), dialect: DialectClaude, settings: true})
-			}
-		case ImportCodex:
-			if userHome != "" {
-				srcs = append(srcs, source{path: filepath.Join(userHome, ".codex", "hooks.json"), dialect: DialectCodex})
-			}
-		default:
-			return nil, fmt.Errorf("hooks import %q: want claude or codex", imp)
-		}
-	}
-	if o.ProjectDir != "" {
-		srcs = append(srcs, source{path: filepath.Join(o.ProjectDir, ".dsh", "hooks.json"), dialect: DialectClaude, project: true})
-		if slices.Contains(o.Import, ImportClaude) {
-			srcs = append(srcs, source{path: filepath.Join(o.ProjectDir, ".claude", "settings.json"), dialect: DialectClaude, project: true, settings: true})
-		}
+	srcs, err := sources(o)
+	if err != nil {
+		return nil, err
 	}
 	var trust *Trust
 	for _, s := range srcs {
@@ -359,6 +335,39 @@ func Load(o LoadOptions) (*Set, error) {
 		set.Warnings = append(set.Warnings, warns...)
 	}
 	return set, nil
+}
+
+// sources lists the candidate configuration files of o, in load order.
+func sources(o LoadOptions) ([]source, error) {
+	userHome := o.UserHome
+	if userHome == "" && len(o.Import) > 0 {
+		userHome, _ = os.UserHomeDir()
+	}
+	var srcs []source
+	if o.Home != "" {
+		srcs = append(srcs, source{path: filepath.Join(o.Home, "hooks.json"), dialect: DialectClaude})
+	}
+	for _, imp := range o.Import {
+		switch imp {
+		case ImportClaude:
+			if userHome != "" {
+				srcs = append(srcs, source{path: filepath.Join(userHome, ".claude", "settings.json"), dialect: DialectClaude, settings: true})
+			}
+		case ImportCodex:
+			if userHome != "" {
+				srcs = append(srcs, source{path: filepath.Join(userHome, ".codex", "hooks.json"), dialect: DialectCodex})
+			}
+		default:
+			return nil, fmt.Errorf("hooks import %q: want claude or codex", imp)
+		}
+	}
+	if o.ProjectDir != "" {
+		srcs = append(srcs, source{path: filepath.Join(o.ProjectDir, ".dsh", "hooks.json"), dialect: DialectClaude, project: true})
+		if slices.Contains(o.Import, ImportClaude) {
+			srcs = append(srcs, source{path: filepath.Join(o.ProjectDir, ".claude", "settings.json"), dialect: DialectClaude, project: true, settings: true})
+		}
+	}
+	return srcs, nil
 }
 
 // ProjectFiles are the files of dir that need trust (those that exist),

@@ -185,6 +185,12 @@ type Change struct {
 // trusted (a link out of the repository, not a regular file, too large)
 // is returned as a change: such a hooks file cannot be trusted.
 func scanRefs(commands []string, projectDir, cwd string) (refs map[string]ref, bad []Change) {
+	return scan(commands, projectDir, cwd, true)
+}
+
+// scan is scanRefs; hash false leaves the digests out (to list the
+// files, not to verify them).
+func scan(commands []string, projectDir, cwd string, hash bool) (refs map[string]ref, bad []Change) {
 	refs = map[string]ref{}
 	root, err := filepath.EvalSymlinks(projectDir)
 	if err != nil {
@@ -232,7 +238,7 @@ func scanRefs(commands []string, projectDir, cwd string) (refs map[string]ref, b
 				continue
 			}
 			seen[p] = true
-			r, ch, ok := resolveRef(p, projectDir, root)
+			r, ch, ok := resolveRef(p, projectDir, root, hash)
 			if ch != nil {
 				bad = append(bad, *ch)
 			} else if ok {
@@ -245,7 +251,7 @@ func scanRefs(commands []string, projectDir, cwd string) (refs map[string]ref, b
 
 // resolveRef decides whether p is a repository file and hashes it. ok is
 // false for what is not (missing, a directory, outside the repository).
-func resolveRef(p, projectDir, root string) (r ref, ch *Change, ok bool) {
+func resolveRef(p, projectDir, root string, hash bool) (r ref, ch *Change, ok bool) {
 	lexIn := within(p, projectDir)
 	if _, err := os.Lstat(p); err != nil {
 		return ref{}, nil, false
@@ -268,6 +274,9 @@ func resolveRef(p, projectDir, root string) (r ref, ch *Change, ok bool) {
 	}
 	if lexIn && !tgtIn {
 		return ref{}, &Change{Path: p, Kind: ChangeOutside, Detail: "leads to " + target + ", outside the repository"}, false
+	}
+	if !hash {
+		return ref{Path: p, Target: target}, nil, true
 	}
 	d, err := digestFile(target)
 	if err != nil {

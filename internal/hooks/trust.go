@@ -238,18 +238,20 @@ func (g *guard) check(cwd string) error {
 }
 
 // ProtectedFiles are the repository files trusted project hooks run (and
-// the trusted hooks files themselves), as absolute paths, for the
-// session's sandbox to keep read-only (sandbox.Policy.Protected): a
-// verified script must not be rewritten between its check and its run.
-// Symbolic links are given with their targets. Files that no longer
-// exist are left out; an unreadable record gives none.
+// the trusted hooks files themselves), and the repository files the
+// user's own hooks name, as absolute paths, for the session's sandbox to
+// keep read-only (sandbox.Policy.Protected): a verified script must not
+// be rewritten between its check and its run, and a user hook that runs
+// a repository script must not run one the agent wrote. Symbolic links
+// are given with their targets. Files that no longer exist are left out;
+// an unreadable record gives none of the project's.
 func ProtectedFiles(o LoadOptions) []string {
 	if o.ProjectDir == "" {
 		return nil
 	}
 	t, err := LoadTrust(o.Home)
 	if err != nil {
-		return nil
+		t = &Trust{}
 	}
 	root, err := filepath.EvalSymlinks(o.ProjectDir)
 	if err != nil {
@@ -274,6 +276,26 @@ func ProtectedFiles(o LoadOptions) []string {
 			if within(p, o.ProjectDir) || within(p, root) {
 				add(p)
 			}
+		}
+	}
+	// The user's own hooks need no trust, but what they run from this
+	// repository is the agent's to rewrite unless protected.
+	srcs, _ := sources(o)
+	for _, s := range srcs {
+		if s.project {
+			continue
+		}
+		data, err := os.ReadFile(s.path)
+		if err != nil {
+			continue
+		}
+		hs, _, err := Parse(s.path, data, s.dialect)
+		if err != nil {
+			continue
+		}
+		refs, _ := scan(commandsOf(hs), o.ProjectDir, o.Cwd, false)
+		for p := range refs {
+			add(p)
 		}
 	}
 	slices.Sort(out)

@@ -362,3 +362,22 @@ func TestCommandWords(t *testing.T) {
 		}
 	}
 }
+
+// The user's own hooks need no trust, but the repository files they run
+// are protected too; what lies outside the repository is not listed.
+func TestProtectedFilesUserHooks(t *testing.T) {
+	r := newTrustRig(t, ".dsh/check.sh")
+	r.script(".dsh/check.sh", "good")
+	r.script("scripts/fmt.sh", "fmt")
+	user := `{"hooks":{"PostToolUse":[{"hooks":[{"type":"command","command":"\"$CLAUDE_PROJECT_DIR\"/scripts/fmt.sh; /bin/sh -c true"}]}]}}`
+	must(t, os.WriteFile(filepath.Join(r.home, "hooks.json"), []byte(user), 0o600))
+	o := LoadOptions{Home: r.home, ProjectDir: r.proj}
+	if got := ProtectedFiles(o); !slices.Equal(got, []string{r.path("scripts/fmt.sh")}) {
+		t.Fatalf("before trust: protected %q, want the user hook's script only", got)
+	}
+	r.mustTrust()
+	want := []string{r.path(".dsh/check.sh"), r.path(".dsh/hooks.json"), r.path("scripts/fmt.sh")}
+	if got := ProtectedFiles(o); !slices.Equal(got, want) {
+		t.Fatalf("protected %q, want %q", got, want)
+	}
+}
