@@ -210,12 +210,24 @@ func scan(commands []string, projectDir, cwd string, hash bool) (refs map[string
 		}
 	}
 	candidates := func(w string) []string {
-		if filepath.IsAbs(w) {
-			return []string{filepath.Clean(w)}
-		}
 		var out []string
-		for _, b := range bases {
-			out = append(out, filepath.Join(b, w))
+		if filepath.IsAbs(w) {
+			out = []string{filepath.Clean(w)}
+		} else {
+			for _, b := range bases {
+				out = append(out, filepath.Join(b, w))
+			}
+		}
+		// A pattern (for f in checks/*.sh) runs whatever matches when the
+		// hook runs: each match counts, so a new one is a change.
+		if strings.ContainsAny(w, "*?[") {
+			var matched []string
+			for _, p := range out {
+				if m, err := filepath.Glob(p); err == nil {
+					matched = append(matched, m...)
+				}
+			}
+			out = append(out, matched...)
 		}
 		return out
 	}
