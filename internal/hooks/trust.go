@@ -90,10 +90,31 @@ func (t *Trust) Add(path, projectDir, cwd string) (Trusted, error) {
 		return Trusted{}, err
 	}
 	refs, bad := scanRefs(commandsOf(hs), projectDir, cwd)
+	d := Digest(data)
+	// The same hooks file trusted before from another directory (hooks run
+	// in the session directory, and relative words are looked up there):
+	// the files trusted then are vouched for again with what they hold
+	// now, so trusting from one directory does not undo another.
+	if t.Files[path] == d {
+		root, err := filepath.EvalSymlinks(projectDir)
+		if err != nil {
+			root = projectDir
+		}
+		for p := range t.Refs[path] {
+			if _, ok := refs[p]; ok {
+				continue
+			}
+			r, ch, ok := resolveRef(p, projectDir, root, true)
+			if ch != nil {
+				bad = append(bad, *ch)
+			} else if ok {
+				refs[p] = r
+			}
+		}
+	}
 	if len(bad) > 0 {
 		return Trusted{}, &SuspendedError{Source: path, ProjectDir: projectDir, Changes: bad, refused: true}
 	}
-	d := Digest(data)
 	t.Files[path] = d
 	if t.Refs == nil {
 		t.Refs = map[string]map[string]string{}

@@ -352,6 +352,13 @@ func TestTrustSessionSubdirectory(t *testing.T) {
 	if r.toolCall(run); r.ran("sub") != 1 {
 		t.Fatal("trusted from the session directory, the script did not run")
 	}
+	// Trusting again from the root keeps what was trusted from sub.
+	if tr := r.mustTrust(); len(tr.Refs) != 1 || tr.Refs[0].Path != r.path("sub/check.sh") {
+		t.Fatalf("trusted again from the root: %+v", tr.Refs)
+	}
+	if r.toolCall(run); r.ran("sub") != 2 {
+		t.Fatal("trusting from the root undid the trust from sub")
+	}
 }
 
 func TestCommandWords(t *testing.T) {
