@@ -322,6 +322,12 @@ func digestFile(path string) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("%s: %w", path, errNotRegular)
 	}
+	// Another hard link is another name for the same content, which the
+	// sandbox's read-only bind of this name does not cover (a link in a
+	// writable temp directory could change it between check and run).
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && uint64(sys.Nlink) > 1 {
+		return "", fmt.Errorf("%s has %d hard links: another name could change it, so it cannot be verified (keep one copy)", path, uint64(sys.Nlink))
+	}
 	if st.Size() > MaxReferenced {
 		return "", fmt.Errorf("%s: larger than %d MiB, too large to verify before each run", path, MaxReferenced>>20)
 	}

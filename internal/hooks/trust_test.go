@@ -220,6 +220,10 @@ func TestTrustCoversReferencedFiles(t *testing.T) {
 			func(r *trustRig) { r.script("tools/a.sh", "good") },
 			func(r *trustRig) { r.script("tools/a.sh", "evil") },
 			"tools/a.sh changed"},
+		{"hard link", ".dsh/check.sh",
+			func(r *trustRig) { r.script(".dsh/check.sh", "good") },
+			func(r *trustRig) { must(t, os.Link(r.path(".dsh/check.sh"), filepath.Join(r.out, "alias.sh"))) },
+			".dsh/check.sh cannot be verified"},
 		{"fifo in place", ".dsh/check.sh",
 			func(r *trustRig) { r.script(".dsh/check.sh", "good") },
 			func(r *trustRig) {
