@@ -72,7 +72,8 @@ func mcpConfigs(raw []json.RawMessage) ([]mcp.ServerConfig, *jsonrpc.Error) {
 	return out, nil
 }
 
-// serverName reduces an ACP server name to dsh's alphabet.
+// serverName reduces an ACP server name to dsh's alphabet, without "__"
+// and without a trailing "_".
 func serverName(name string) string {
 	var b strings.Builder
 	for _, r := range name {
@@ -86,10 +87,17 @@ func serverName(name string) string {
 			break
 		}
 	}
-	if b.Len() == 0 {
+	// "__" inside or "_" at the end would blur where the server's name
+	// ends in its tools' names (mcp.ServerConfig.Validate refuses them).
+	out := b.String()
+	for strings.Contains(out, "__") {
+		out = strings.ReplaceAll(out, "__", "_")
+	}
+	out = strings.TrimRight(out, "_")
+	if out == "" {
 		return "mcp"
 	}
-	return b.String()
+	return out
 }
 
 func uniqueName(name string, used map[string]bool) string {

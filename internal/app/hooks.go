@@ -32,7 +32,18 @@ var warnedHooks sync.Map
 
 // LoadHooks returns the effective hooks of a session directory.
 func (a *App) LoadHooks(cwd string) (*hooks.Set, error) {
-	return hooks.Load(hooks.LoadOptions{Home: a.Home, ProjectDir: workspace.ProjectRoot(cwd), Import: a.Config.Hooks.Import})
+	return hooks.Load(a.hookOptions(cwd))
+}
+
+func (a *App) hookOptions(cwd string) hooks.LoadOptions {
+	return hooks.LoadOptions{Home: a.Home, ProjectDir: workspace.ProjectRoot(cwd), Import: a.Config.Hooks.Import, Cwd: cwd}
+}
+
+// ProtectedHookFiles are the repository files the trusted project hooks
+// of a session directory run (hooks.ProtectedFiles): the sandbox keeps
+// them read-only.
+func (a *App) ProtectedHookFiles(cwd string) []string {
+	return hooks.ProtectedFiles(a.hookOptions(cwd))
 }
 
 // sessionHooks is the per-session state of the user hooks.
@@ -86,6 +97,9 @@ func (e *env) installHooks(ctx context.Context, resumed bool) (*sessionHooks, er
 			_, err := log.Append(typ, data, session.Ignorable())
 			return err
 		},
+		// A suspension found at a run (a script rewritten mid-session) is
+		// said where the load's warnings are.
+		Warn: func(msg string) { e.warn("%s", msg) },
 	}
 	r := sh.runner
 	// A subagent child is not a session of its own to the user: its tool

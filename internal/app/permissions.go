@@ -91,6 +91,8 @@ func (d permissionsDef) apply(e *env) error {
 		Rules:         d.Rules,
 		ConfineReads:  e.restrict.ConfineReads,
 		ReadRoots:     e.restrict.ReadRoots,
+		// The scripts trusted hooks run stay read-only to the agent.
+		Protected: func() []string { return e.app.ProtectedHookFiles(e.cwd) },
 	}
 	if e.human != nil {
 		cfg.Human = e.human

@@ -61,7 +61,7 @@ func hooksList(args []string, stdio IO) int {
 	if code != ExitOK {
 		return code
 	}
-	set, err := hooks.Load(hooks.LoadOptions{Home: home, ProjectDir: workspace.ProjectRoot(dir), Import: imports})
+	set, err := hooks.Load(hooks.LoadOptions{Home: home, ProjectDir: workspace.ProjectRoot(dir), Import: imports, Cwd: dir})
 	if err != nil {
 		return fail(stdio, err)
 	}
@@ -122,12 +122,17 @@ func hooksTrust(args []string, stdio IO) int {
 	if err != nil {
 		return fail(stdio, err)
 	}
+	// Trust covers the scripts the hooks run from the repository too:
+	// each is listed, so the user sees what they vouched for.
 	for _, f := range files {
-		d, err := t.Add(f)
+		tr, err := t.Add(f, workspace.ProjectRoot(dir), dir)
 		if err != nil {
 			return fail(stdio, err)
 		}
-		fmt.Fprintf(stdio.Stdout, "trusted %s (sha256 %s)\n", f, d[:12])
+		fmt.Fprintf(stdio.Stdout, "trusted %s (sha256 %s)\n", f, tr.Digest[:12])
+		for _, r := range tr.Refs {
+			fmt.Fprintf(stdio.Stdout, "  and %s (sha256 %s), which its hooks run\n", r.Path, r.Digest[:12])
+		}
 	}
 	return ExitOK
 }
@@ -159,7 +164,7 @@ func hooksTest(ctx context.Context, args []string, stdio IO) int {
 	if code != ExitOK {
 		return code
 	}
-	set, err := hooks.Load(hooks.LoadOptions{Home: home, ProjectDir: workspace.ProjectRoot(dir), Import: imports})
+	set, err := hooks.Load(hooks.LoadOptions{Home: home, ProjectDir: workspace.ProjectRoot(dir), Import: imports, Cwd: dir})
 	if err != nil {
 		return fail(stdio, err)
 	}

@@ -102,6 +102,9 @@ type Hook struct {
 	// Source is the file the hook came from.
 	Source string
 	match  func(string) bool
+	// guard, for a project file's hook, re-verifies the file and the
+	// repository files it names before each run.
+	guard *guard
 }
 
 // Matches reports whether the hook applies to subject (a tool name, a
@@ -200,6 +203,9 @@ type Set struct {
 	Warnings []string
 	// ProjectDir is the project root hooks see as CLAUDE_PROJECT_DIR.
 	ProjectDir string
+	// suspended maps a project file whose hooks were suspended at load to
+	// the warning that said so (a Runner does not say it again).
+	suspended map[string]string
 }
 
 // For returns the hooks of event e that match subject, in order.
@@ -261,6 +267,9 @@ type LoadOptions struct {
 	// UserHome is the user's home directory for the imports ("" =
 	// os.UserHomeDir).
 	UserHome string
+	// Cwd is where hooks run (relative paths in commands are looked up
+	// there as well as in ProjectDir); "" is ProjectDir.
+	Cwd string
 }
 
 // source is one candidate configuration file.
@@ -274,10 +283,62 @@ type source struct {
 // Load reads the effective hooks: $DSH_HOME/hooks.json, then the imported
 // user-level files, then the project's .dsh/hooks.json and imported
 // project files. Project files are used only when trusted with their
-// current content; otherwise a warning says they are ignored. A missing
-// file is no error.
+// current content; otherwise a warning says they are ignored. The hooks
+// of a trusted project file run only while the repository files their
+// commands name are the ones trusted (checked again before every run,
+// see Runner.Fire); a warning names those that changed. A missing file
+// is no error.
 func Load(o LoadOptions) (*Set, error) {
 	set := &Set{ProjectDir: o.ProjectDir}
+	srcs, err := sources(o)
+	if err != nil {
+		return nil, err
+	}
+	var trust *Trust
+	for _, s := range srcs {
+		data, err := os.ReadFile(s.path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("hooks: %w", err)
+		}
+		if s.project {
+			if trust == nil {
+				if trust, err = LoadTrust(o.Home); err != nil {
+					return nil, err
+				}
+			}
+			if !trust.Trusted(s.path, data) {
+				set.Warnings = append(set.Warnings, fmt.Sprintf("project hooks in %s are ignored until trusted (dsh hooks trust)", s.path))
+				continue
+			}
+		}
+		hs, warns, err := Parse(s.path, data, s.dialect)
+		if err != nil {
+			return nil, err
+		}
+		if s.project {
+			g := &guard{home: o.Home, source: s.path, digest: Digest(data), projectDir: o.ProjectDir, commands: commandsOf(hs)}
+			for i := range hs {
+				hs[i].guard = g
+			}
+			if err := g.check(o.Cwd); err != nil {
+				set.Warnings = append(set.Warnings, err.Error())
+				if set.suspended == nil {
+					set.suspended = map[string]string{}
+				}
+				set.suspended[s.path] = err.Error()
+			}
+		}
+		set.Hooks = append(set.Hooks, hs...)
+		set.Warnings = append(set.Warnings, warns...)
+	}
+	return set, nil
+}
+
+// sources lists the candidate configuration files of o, in load order.
+func sources(o LoadOptions) ([]source, error) {
 	userHome := o.UserHome
 	if userHome == "" && len(o.Import) > 0 {
 		userHome, _ = os.UserHomeDir()
@@ -306,34 +367,7 @@ func Load(o LoadOptions) (*Set, error) {
 			srcs = append(srcs, source{path: filepath.Join(o.ProjectDir, ".claude", "settings.json"), dialect: DialectClaude, project: true, settings: true})
 		}
 	}
-	var trust *Trust
-	for _, s := range srcs {
-		data, err := os.ReadFile(s.path)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("hooks: %w", err)
-		}
-		if s.project {
-			if trust == nil {
-				if trust, err = LoadTrust(o.Home); err != nil {
-					return nil, err
-				}
-			}
-			if !trust.Trusted(s.path, data) {
-				set.Warnings = append(set.Warnings, fmt.Sprintf("project hooks in %s are ignored until trusted (dsh hooks trust)", s.path))
-				continue
-			}
-		}
-		hs, warns, err := Parse(s.path, data, s.dialect)
-		if err != nil {
-			return nil, err
-		}
-		set.Hooks = append(set.Hooks, hs...)
-		set.Warnings = append(set.Warnings, warns...)
-	}
-	return set, nil
+	return srcs, nil
 }
 
 // ProjectFiles are the files of dir that need trust (those that exist),

@@ -168,7 +168,7 @@ func TestUntrustedProjectHooksNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tr.Add(file); err != nil {
+	if _, err := tr.Add(file, proj, proj); err != nil {
 		t.Fatal(err)
 	}
 	set = load()

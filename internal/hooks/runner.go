@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -64,6 +66,11 @@ type Result struct {
 	// UpdatedInput is noted, not honoured: a call's arguments are logged
 	// before policy runs.
 	UpdatedInputIgnored bool `json:"updatedInputIgnored,omitempty"`
+	// Suspended: the hook did not run because its project file or a
+	// repository file it names changed since it was trusted (Error says
+	// which; Changed lists them).
+	Suspended bool     `json:"suspended,omitempty"`
+	Changed   []Change `json:"changed,omitempty"`
 }
 
 // Outcome is the merged answer of every hook that ran for one event.
@@ -105,11 +112,21 @@ type Runner struct {
 	Log func(typ string, data any) error
 	// Env adds variables to each hook's environment.
 	Env map[string]string
+	// Warn tells the user that a project file's hooks are suspended (or
+	// run again), once per change of state; nil says nothing. The
+	// suspension is logged as hook/result either way.
+	Warn func(msg string)
+
+	mu        sync.Mutex
+	suspended map[string]string // guarded by mu; source → last warning
 }
 
 // Fire runs the hooks of ev that match subject, serially in configuration
 // order, with the payload fields merged over the common ones
 // (session_id, transcript_path, cwd, hook_event_name, permission_mode).
+// A project hook whose file or scripts changed since they were trusted
+// does not run (a suspended hook/result says why, and Warn); a suspended
+// PreToolUse hook denies the call it would have checked.
 func (r *Runner) Fire(ctx context.Context, ev Event, subject string, fields map[string]any) Outcome {
 	var out Outcome
 	if r == nil {
@@ -160,6 +177,33 @@ func (r *Runner) Fire(ctx context.Context, ev Event, subject string, fields map[
 		if ctx.Err() != nil {
 			break
 		}
+		// A project hook runs only while its file and the scripts it names
+		// are the trusted ones, checked now: a script rewritten since the
+		// last run (or since the session began) is not run. The sandbox
+		// keeps the verified files read-only (ProtectedFiles), so nothing
+		// confined can swap them between this check and the exec.
+		if h.guard != nil {
+			if err := h.guard.check(r.Cwd); err != nil {
+				res := Result{Event: ev, Matcher: h.Matcher, Command: h.Command, ExitCode: -1, Error: err.Error(), Suspended: true}
+				var se *SuspendedError
+				if errors.As(err, &se) {
+					res.Changed = se.Changes
+				}
+				// A PreToolUse hook guards tool calls: the call it would
+				// have checked is refused rather than let through unchecked
+				// (else rewriting a guard's script, or adding a file a hook
+				// names, would switch the guard off).
+				if ev == PreToolUse {
+					res.Decision, res.Reason = DecisionDeny, "the PreToolUse hook that checks this call did not run: "+err.Error()
+					merge(&out, res.Decision, res.Reason)
+				}
+				out.Results = append(out.Results, res)
+				r.log(TypeResult, res)
+				r.noteSuspended(h.Source, err.Error())
+				continue
+			}
+			r.noteSuspended(h.Source, "")
+		}
 		r.log(TypeInvoked, Invoked{Event: ev, Matcher: h.Matcher, Command: h.Command, Source: h.Source})
 		x := Exec(ctx, h.Command, r.Cwd, env, stdin, h.Timeout)
 		res := interpret(ev, h, x, &out)
@@ -168,6 +212,33 @@ func (r *Runner) Fire(ctx context.Context, ev Event, subject string, fields map[
 		r.log(TypeResult, res)
 	}
 	return out
+}
+
+// noteSuspended records whether source's hooks are suspended (msg) or
+// run (""), and warns when that changed.
+func (r *Runner) noteSuspended(source, msg string) {
+	r.mu.Lock()
+	if r.suspended == nil {
+		r.suspended = map[string]string{}
+		for k, v := range r.Set.suspended {
+			r.suspended[k] = v
+		}
+	}
+	prev := r.suspended[source]
+	if msg == "" {
+		delete(r.suspended, source)
+	} else {
+		r.suspended[source] = msg
+	}
+	r.mu.Unlock()
+	if r.Warn == nil || prev == msg {
+		return
+	}
+	if msg == "" {
+		r.Warn("project hooks in " + source + " are trusted again and run")
+		return
+	}
+	r.Warn(msg)
 }
 
 func (r *Runner) log(typ string, data any) {

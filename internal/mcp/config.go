@@ -36,7 +36,8 @@ const (
 
 // ServerConfig is one MCP server as the profile or config.yaml names it.
 type ServerConfig struct {
-	// Name is [A-Za-z0-9_-]{1,32}, unique; it is part of the tool names.
+	// Name is [A-Za-z0-9_-]{1,32} without "__" and not ending in "_",
+	// unique; it is part of the tool names.
 	Name string `yaml:"name" json:"name"`
 	// Command, Args, Env and Cwd start a stdio server. The child gets a
 	// scrubbed environment (proc.BaseEnv) plus Env and the variables
@@ -124,6 +125,12 @@ func (c ServerConfig) WithDefaults() ServerConfig {
 func (c ServerConfig) Validate() error {
 	if !serverName().MatchString(c.Name) {
 		return fmt.Errorf("mcp server name %q must be 1 to 32 letters, digits, _ or -", c.Name)
+	}
+	// Tools are named mcp__<server>__<tool>: a server name with "__" in it
+	// or a trailing "_" blurs where it ends, so two servers' tools could
+	// take one name (server a's tool b__c and server a__b's tool c).
+	if strings.Contains(c.Name, "__") || strings.HasSuffix(c.Name, "_") {
+		return fmt.Errorf(`mcp server name %q must not contain "__" or end with "_": its tools are named mcp__%s__TOOL, and another server's tools could then take the same names`, c.Name, c.Name)
 	}
 	switch {
 	case c.Command != "" && c.URL != "":

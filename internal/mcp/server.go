@@ -90,6 +90,9 @@ type Server struct {
 	resyncs    int
 	watchers   map[int]func()
 	nextWatch  int
+	// collided holds the raw names already reported as dropped for
+	// taking another tool's model-facing name.
+	collided map[string]bool
 }
 
 func newServer(cfg ServerConfig, o Options) *Server {
@@ -236,6 +239,21 @@ func (s *Server) run(ctx context.Context, ready chan<- error) {
 			}
 			s.setState(StateReconnecting, err)
 		}
+	}
+}
+
+// warnCollision reports a dropped tool once per raw name for the
+// server's lifetime (a resync lists it again).
+func (s *Server) warnCollision(raw, msg string) {
+	s.mu.Lock()
+	said := s.collided[raw]
+	if s.collided == nil {
+		s.collided = map[string]bool{}
+	}
+	s.collided[raw] = true
+	s.mu.Unlock()
+	if !said {
+		s.warn("%s", msg)
 	}
 }
 
@@ -391,7 +409,11 @@ func (s *Server) list(ctx context.Context, cs *sdk.ClientSession) ([]*Tool, erro
 			continue
 		}
 		if other, dup := names[bt.Name]; dup {
-			return nil, fmt.Errorf("tools %q and %q both map to %s", other, t.Name, bt.Name)
+			// Two raw names that map to one model-facing name (a crafted
+			// name equal to another's normalised form): the first keeps
+			// it, the later is dropped, and said so, never shadowed.
+			s.warnCollision(t.Name, fmt.Sprintf("mcp server %s: tool %q dropped: it maps to %s, the name of its tool %q", s.cfg.Name, t.Name, bt.Name, other))
+			continue
 		}
 		names[bt.Name] = t.Name
 		out = append(out, bt)

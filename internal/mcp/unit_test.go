@@ -78,6 +78,8 @@ func TestConfigValidate(t *testing.T) {
 		{ServerConfig{Name: "a", URL: "http://h/mcp", Cwd: "/"}, "apply to stdio"},
 		{ServerConfig{Name: "a", Command: "x", Approval: "yes"}, "ask or auto"},
 		{ServerConfig{Name: "a", Command: "x", Tools: ToolFilter{Allow: []string{"["}}}, "tool pattern"},
+		{ServerConfig{Name: "a__b", Command: "x"}, `mcp server name "a__b" must not contain "__"`},
+		{ServerConfig{Name: "a_", Command: "x"}, `mcp server name "a_" must not contain "__" or end with "_"`},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)

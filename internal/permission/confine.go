@@ -66,6 +66,9 @@ type BashConfiner struct {
 	// danger-full-access, escalations included (see Config).
 	ConfineReads bool
 	ReadRoots    []string
+	// Protected returns the extra read-only paths of each call's policy
+	// (Config.Protected); nil is none.
+	Protected func() []string
 
 	mu     sync.Mutex
 	logged *SandboxBackend // guarded by mu; the last sandbox/backend on the log
@@ -86,6 +89,7 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 	p := policyFor(mode, ws, b.WritableRoots, false)
 	p.UnixSockets = slices.Clone(b.UnixSockets)
 	b.confineReads(&p)
+	p.Protected = b.protected()
 	return p
 }
 
@@ -95,6 +99,13 @@ func (b *BashConfiner) confineReads(p *sandbox.Policy) {
 		p.ConfineReads = true
 		p.ReadRoots = append(p.ReadRoots, b.ReadRoots...)
 	}
+}
+
+func (b *BashConfiner) protected() []string {
+	if b.Protected == nil {
+		return nil
+	}
+	return b.Protected()
 }
 
 func (b *BashConfiner) planMode() bool { return b.PlanMode != nil && b.PlanMode() }
@@ -116,9 +127,11 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 	p := b.Policy(c)
 	if g, ok := b.Grants.take(c.ID); ok && !b.planMode() && approvedOnLog(b.Log, c.ID) {
 		if g.Mode.Rank() > p.Mode.Rank() {
+			protected := p.Protected
 			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
 			p.UnixSockets = slices.Clone(b.UnixSockets)
 			b.confineReads(&p)
+			p.Protected = protected
 		}
 		p.Network = p.Network || g.Network
 	}

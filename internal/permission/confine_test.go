@@ -230,3 +230,28 @@ type testDenied struct {
 func (e *testDenied) Error() string {
 	return fmt.Sprintf("sandbox: file access denied: %s (%s: outside the workspace)", e.path, e.mode)
 }
+
+// Config.Protected (the scripts trusted hooks run) reaches every call's
+// policy, asked afresh each time, so the sandbox and the write fence keep
+// them read-only, including a file trusted mid-session.
+func TestProtectedReachesPolicy(t *testing.T) {
+	l := newLog(t, "/cwd")
+	if err := Select(l, PresetWorkspaceWrite, "test"); err != nil {
+		t.Fatal(err)
+	}
+	protected := []string{"/cwd/.dsh/check.sh"}
+	s, err := New(Config{Log: l, Workspace: "/cwd", Protected: func() []string { return protected }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Confiner.Policy(&tool.Call{Cwd: "/cwd"}).Protected; !slices.Equal(got, protected) {
+		t.Fatalf("protected %q, want %q", got, protected)
+	}
+	protected = []string{"/cwd/.dsh/check.sh", "/cwd/scripts/lint.sh"}
+	if got := s.Confiner.Policy(&tool.Call{Cwd: "/cwd"}).Protected; !slices.Equal(got, protected) {
+		t.Fatalf("protected %q after a new trust, want %q", got, protected)
+	}
+	if got := (&BashConfiner{Log: l}).Policy(&tool.Call{Cwd: "/cwd"}).Protected; got != nil {
+		t.Fatalf("no Protected configured gave %q", got)
+	}
+}

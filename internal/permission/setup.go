@@ -30,6 +30,12 @@ type Config struct {
 	ConfineReads bool
 	// ReadRoots are further readable roots under ConfineReads.
 	ReadRoots []string
+	// Protected returns extra paths that stay read-only although they lie
+	// in a writable root (sandbox.Policy.Protected): the repository files
+	// trusted hooks run. It is asked for every command and file-tool
+	// write, so a file trusted mid-session is protected from then on; nil
+	// protects nothing extra.
+	Protected func() []string
 	// Rules are the configured permission rules.
 	Rules []Rule
 	// Human answers asks (a Terminal); nil when no one is attached.
@@ -75,6 +81,7 @@ func New(cfg Config) (*Session, error) {
 	s.Confiner = &BashConfiner{Sandbox: cfg.Sandbox, Log: cfg.Log, Defaults: cfg.Defaults,
 		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants, PlanMode: cfg.PlanMode,
 		ConfineReads: cfg.ConfineReads, ReadRoots: cfg.ReadRoots}
+	s.Confiner.Protected = cfg.Protected
 	s.Escalation = &Escalation{Log: cfg.Log, Defaults: cfg.Defaults, Grants: s.Grants}
 	s.Approvals = &Service{Log: cfg.Log, State: s.State, Human: cfg.Human}
 	if cfg.Reviewer != nil {

@@ -64,6 +64,9 @@ type Bridge struct {
 	// to that server, so a call the model makes to it meanwhile ends
 	// MCP_DISCONNECTED rather than as an unknown tool.
 	down map[string]*mcp.Server
+	// claims maps each model-facing name to the server that first
+	// offered it.
+	claims map[string]*mcp.Server
 }
 
 type entry struct {
@@ -76,7 +79,7 @@ type entry struct {
 // connection unregisters. A name already registered by something else
 // (a built-in tool) is never replaced.
 func Bind(reg *tool.Registry, servers []*mcp.Server, o Options) *Bridge {
-	b := &Bridge{reg: reg, o: o, servers: slices.Clone(servers), owned: map[string]entry{}, warned: map[string]bool{}, down: map[string]*mcp.Server{}}
+	b := &Bridge{reg: reg, o: o, servers: slices.Clone(servers), owned: map[string]entry{}, warned: map[string]bool{}, down: map[string]*mcp.Server{}, claims: map[string]*mcp.Server{}}
 	reg.AddExplainer(b.explain)
 	for _, s := range b.servers {
 		b.stops = append(b.stops, s.Watch(b.sync))
@@ -134,9 +137,23 @@ func (b *Bridge) sync() {
 	resources := false
 	for _, s := range b.servers {
 		for _, t := range s.Tools() {
-			if b.offered(t.Name) {
-				want[t.Name] = entry{server: s, tool: t}
+			if !b.offered(t.Name) {
+				continue
 			}
+			// Two servers' tools with one name (validated server names
+			// prevent it; servers bound from two managers may not): the
+			// server listed first keeps it, the later tool is dropped and
+			// said so, never silently shadowed.
+			// A name stays with the server that first offered it, even
+			// while that server is disconnected: a call never silently
+			// reaches another server than the one the name stood for.
+			if first, claimed := b.claims[t.Name]; claimed && first != s {
+				b.warnOnce(s.Name()+"\x00"+t.Name, "mcp server %s: tool %s dropped: its name %s is already the name of a tool of server %s",
+					s.Name(), t.Raw, t.Name, first.Name())
+				continue
+			}
+			b.claims[t.Name] = s
+			want[t.Name] = entry{server: s, tool: t}
 		}
 		resources = resources || s.HasResources()
 	}
