@@ -5,13 +5,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
+	"github.com/dsh-dev/dsh/internal/rpc"
 )
 
 // wireReply is one frame dsh wrote, checked to be a JSON-RPC response.
@@ -123,4 +127,65 @@ func TestHostileFrames(t *testing.T) {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestWrongParamsEveryMethod: params of the wrong JSON type, or with an
+// unknown member, get -32602 from every method, and the connection
+// serves on.
+func TestWrongParamsEveryMethod(t *testing.T) {
+	x := newHarness(t)
+	x.must("initialize", map[string]any{}, nil)
+	for _, m := range []string{"session/create", "session/resume", "session/prompt", "session/cancel", "session/list",
+		"session/get", "session/events", "approval/respond", "question/respond"} {
+		for _, p := range []any{json.RawMessage(`[1]`), json.RawMessage(`"s"`), json.RawMessage(`7`), json.RawMessage(`true`),
+			map[string]any{"sessionId": 7}, map[string]any{"noSuchField": 1}} {
+			if err := x.call(m, p, nil); err == nil || err.Code != jsonrpc.CodeInvalidParams {
+				t.Errorf("%s %v: %v", m, p, err)
+			}
+		}
+	}
+	var r struct {
+		Sessions []any `json:"sessions"`
+	}
+	x.must("session/list", map[string]any{}, &r)
+}
+
+// TestConcurrentRequests: many requests at once, all answered once and
+// matched to their caller (run under -race).
+func TestConcurrentRequests(t *testing.T) {
+	x := newHarness(t)
+	x.must("initialize", map[string]any{}, nil)
+	id := x.create()
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 { // under jsonrpc.DefaultMaxInFlight
+		wg.Go(func() {
+			var r struct {
+				Session host.Info `json:"session"`
+			}
+			switch i % 4 {
+			case 0:
+				if err := x.call("session/get", map[string]any{"sessionId": id}, &r); err != nil || r.Session.Header.ID != id {
+					errs <- fmt.Errorf("get: %v %v", err, r.Session.Header.ID)
+				}
+			case 1:
+				if err := x.call("session/get", map[string]any{"sessionId": "nope"}, nil); err == nil || err.Code != rpc.CodeHostError {
+					errs <- fmt.Errorf("get nope: %v", err)
+				}
+			case 2:
+				if err := x.call("session/events", map[string]any{"sessionId": id, "after": -1, "limit": 1}, nil); err != nil {
+					errs <- fmt.Errorf("events: %v", err)
+				}
+			case 3:
+				if err := x.call("session/cancel", map[string]any{"sessionId": id}, nil); err != nil {
+					errs <- fmt.Errorf("cancel: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
