@@ -50,8 +50,12 @@ func checkDispatch(t *testing.T, input, output []byte) {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method json.RawMessage `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
 		}
-		if json.Unmarshal(line, &m) == nil && len(m.ID) > 0 && len(m.Method) > 0 {
+		// A frame that is not response-shaped may be answered with its id,
+		// valid request or not.
+		if json.Unmarshal(line, &m) == nil && len(m.ID) > 0 && (len(m.Method) > 0 || len(m.Result)+len(m.Error) == 0) {
 			requests[idKey(m.ID)]++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-dev/dsh/internal/acp"
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
 )
 
@@ -123,4 +124,25 @@ func TestHostileFrames(t *testing.T) {
 func codeKey(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestWrongParamsEveryMethod: params of the wrong JSON type get -32602
+// from every method that takes params, and the connection serves on.
+func TestWrongParamsEveryMethod(t *testing.T) {
+	x := newHarness(t, acp.Options{})
+	for _, p := range []string{`[1]`, `"s"`, `7`, `true`} {
+		if err := x.call("initialize", json.RawMessage(p), nil); err == nil || err.Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("initialize %s: %v", p, err)
+		}
+	}
+	x.init()
+	for _, m := range []string{"session/new", "session/load", "session/resume", "session/list", "session/close",
+		"session/prompt", "session/set_mode", "session/set_config_option"} {
+		for _, p := range []string{`[1]`, `"s"`, `7`, `true`, `{"sessionId":7,"cwd":[]}`} {
+			if err := x.call(m, json.RawMessage(p), nil); err == nil || err.Code != jsonrpc.CodeInvalidParams {
+				t.Errorf("%s %s: %v", m, p, err)
+			}
+		}
+	}
+	x.newSession()
 }
