@@ -189,3 +189,40 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestClientNeverReads: a client that sends requests whose answers fill
+// the pipe, never reads them and closes its end of dsh's input gets dsh
+// to exit 0 within its shutdown bound; nothing waits for ever on the
+// blocked writes.
+func TestClientNeverReads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, dshBin, "rpc")
+	c.Env = append(os.Environ(), "DSH_HOME="+t.TempDir(), "DEEPSEEK_API_KEY=test-key", "DEEPSEEK_BASE_URL=http://127.0.0.1:9")
+	var in bytes.Buffer
+	id := strings.Repeat("i", 100<<10) // every answer is over the pipe's 64 KiB
+	for i := range 20 {
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":"%s%d","method":"initialize","params":{}}`+"\n", id, i)
+	}
+	c.Stdin = &in
+	out, err := c.StdoutPipe() // never read until dsh exits
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	werr := make(chan error, 1)
+	go func() { werr <- c.Wait() }()
+	select {
+	case err := <-werr:
+		if err != nil {
+			t.Fatalf("dsh rpc: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("dsh rpc did not exit with a client that never reads")
+	}
+	t.Logf("exited after %v", time.Since(start))
+	_ = out
+}
