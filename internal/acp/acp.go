@@ -82,6 +82,7 @@ func Serve(ctx context.Context, h *host.Host, in io.Reader, out io.Writer, o Opt
 	s := &server{h: h, o: o, ctx: sctx, stop: stop, sessions: map[string]*sess{}, asking: map[string]context.CancelFunc{}}
 	s.conn = jsonrpc.NewConn(in, out, jsonrpc.Options{
 		Dialect:         jsonrpc.V2,
+		Server:          true,
 		OnRequest:       s.onRequest,
 		OnNotification:  s.onNotification,
 		OnProtocolError: func(err error) { fmt.Fprintf(o.Log, "dsh acp: %v\n", err) },
@@ -94,10 +95,18 @@ func Serve(ctx context.Context, h *host.Host, in io.Reader, out io.Writer, o Opt
 		s.watchApprovals(feed)
 	}()
 	select {
-	case <-s.conn.Done():
+	case <-s.conn.ReadDone():
 	case <-ctx.Done():
 	}
 	s.shutdown()
+	// The requests read before the input ended are answered (a prompt
+	// with its turn's end) before the connection closes, for at most
+	// ShutdownWait: a client may write its requests and close its end.
+	dctx, cancelDrain := context.WithTimeout(context.Background(), ShutdownWait)
+	if err := s.conn.Drain(dctx); err != nil {
+		fmt.Fprintf(o.Log, "dsh acp: requests still unanswered after %v; exiting anyway\n", ShutdownWait)
+	}
+	cancelDrain()
 	feed.Close()
 	stop()
 	s.conn.Close()

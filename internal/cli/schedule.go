@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/schedule"
@@ -124,18 +126,33 @@ func scheduleList(ctx context.Context, args []string, stdio IO) int {
 	}
 	defer a.Close()
 	all, err := schedule.List(ctx, a.Store)
-	if err != nil {
+	if all == nil && err != nil {
 		return fail(stdio, err)
+	}
+	// A row that cannot be read is named on stderr; the others are still
+	// listed.
+	listErr := err
+	defer func() {
+		if listErr != nil {
+			fmt.Fprintf(stdio.Stderr, "dsh schedule list: %v\n", listErr)
+		}
+	}()
+	code = ExitOK
+	if listErr != nil {
+		code = ExitFailed
 	}
 	if *asJSON {
 		if all == nil {
 			all = []schedule.Schedule{}
 		}
-		return writeJSON(stdio, all)
+		if c := writeJSON(stdio, all); c != ExitOK {
+			return c
+		}
+		return code
 	}
 	if len(all) == 0 {
 		fmt.Fprintln(stdio.Stdout, "no schedules")
-		return ExitOK
+		return code
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tWHEN\tNEXT\tLAST\tCWD\tPROMPT")
@@ -161,24 +178,32 @@ func scheduleList(ctx context.Context, args []string, stdio IO) int {
 		if s.LastFire > 0 {
 			last = time.UnixMilli(s.LastFire).Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, when, nextS, last, s.Cwd, clipPrompt(s.Prompt, 40))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, cell(when), nextS, last, cell(s.Cwd), clipPrompt(s.Prompt, 40))
 	}
 	_ = tw.Flush()
-	return ExitOK
+	return code
 }
 
+// clipPrompt is a prompt's first line as a table cell, cut at n runes.
 func clipPrompt(s string, n int) string {
-	r := []rune(s)
-	for i, c := range r {
-		if c == '\n' {
-			r = r[:i]
-			break
-		}
-	}
+	s, _, _ = strings.Cut(s, "\n")
+	r := []rune(cell(s))
 	if len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
 	return string(r)
+}
+
+// cell keeps text from a schedule (a prompt, a directory's name) from
+// rewriting the terminal or the table: control characters (terminal
+// escapes among them) and bidirectional overrides are shown as "?".
+func cell(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 func scheduleRemove(ctx context.Context, args []string, stdio IO) int {
@@ -196,7 +221,9 @@ func scheduleRemove(ctx context.Context, args []string, stdio IO) int {
 	}
 	defer a.Close()
 	s, err := schedule.Get(ctx, a.Store, rest[0])
-	if err != nil {
+	var bad *schedule.BadRecordError
+	if err != nil && !(errors.As(err, &bad) && s.ID != "") {
+		// A row that cannot be read is removed all the same, by its id.
 		return failSchedule(stdio, err)
 	}
 	if err := a.Store.DeleteSchedule(ctx, s.ID); err != nil {

@@ -25,12 +25,23 @@
 // up. A response whose id belongs to a pending call but is otherwise malformed
 // fails that call with the *ProtocolError so it never hangs. Batches (JSON
 // arrays) are not supported and are reported as protocol errors. Blank lines
-// and a trailing "\r" are ignored.
+// and a trailing "\r" are ignored. A request whose id is the id of a request
+// from the peer still being served is answered with CodeInvalidRequest and
+// not served: two replies with one id could not be told apart.
+//
+// Options.Server changes that policy for the server side of a protocol whose
+// client is not trusted (dsh rpc, dsh acp): every frame that is not a valid
+// request, notification or response is answered with a JSON-RPC error (a
+// line that is not JSON with CodeParseError, the rest with
+// CodeInvalidRequest; id null unless the frame had a usable id) and skipped,
+// an over-long line is answered, discarded without being buffered, and
+// skipped, requests beyond MaxInFlight are answered with
+// CodeServerOverloaded, and the end of the input ends only the read side, so
+// requests already read are still answered (see ReadDone and Drain).
 package jsonrpc
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +64,10 @@ const (
 
 // DefaultMaxLine is the default limit on the length of one incoming line.
 const DefaultMaxLine = 16 << 20
+
+// DefaultMaxInFlight is the default limit, with Options.Server, on the
+// requests from the peer being served at once.
+const DefaultMaxInFlight = 256
 
 // ACPCancelMethod is the ACP notification that cancels an outstanding
 // request; set it as Options.CancelMethod to use it.
@@ -94,6 +109,18 @@ type Options struct {
 	// zero value, newline-delimited JSON) or Headers (LSP's Content-Length
 	// base protocol). With Headers, MaxLine limits the body of one message.
 	Framing Framing
+	// Server makes the Conn the server side of a protocol whose client is
+	// not trusted (see the package documentation): invalid frames are
+	// answered with JSON-RPC errors and skipped instead of ending the
+	// connection, at most MaxInFlight requests are served at once, and the
+	// end of the input (EOF) ends only the read side: ReadDone closes,
+	// requests already read are still answered (Drain waits for them),
+	// and the connection ends with Close.
+	Server bool
+	// MaxInFlight bounds, with Server, the requests served at once; one
+	// more is answered with CodeServerOverloaded. 0 means
+	// DefaultMaxInFlight.
+	MaxInFlight int
 }
 
 type response struct {
@@ -115,8 +142,15 @@ type Conn struct {
 	pending   map[int64]chan response
 	abandoned map[int64]struct{}
 	err       error // why the connection ended; nil while open
+	readErr   error // why reading ended; nil while reading
+	// serving holds the ids (idKey) of the peer's requests being served;
+	// idle is closed whenever it is empty (Drain waits on it).
+	serving map[string]struct{}
+	idle    chan struct{}
 
 	done       chan struct{}
+	readDone   chan struct{}
+	readOnce   sync.Once
 	closeOnce  sync.Once
 	handlerCtx context.Context
 	cancelAll  context.CancelFunc
@@ -129,14 +163,22 @@ func NewConn(r io.Reader, w io.Writer, opts Options) *Conn {
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = DefaultMaxLine
 	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
 	ctx, cancel := context.WithCancel(context.Background())
+	idle := make(chan struct{})
+	close(idle)
 	c := &Conn{
 		opts:       opts,
 		r:          r,
 		w:          w,
 		pending:    make(map[int64]chan response),
 		abandoned:  make(map[int64]struct{}),
+		serving:    make(map[string]struct{}),
+		idle:       idle,
 		done:       make(chan struct{}),
+		readDone:   make(chan struct{}),
 		handlerCtx: ctx,
 		cancelAll:  cancel,
 	}
@@ -177,6 +219,7 @@ func (c *Conn) shutdown(cause error) {
 		// ErrClosed always finds Done closed.
 		close(c.done)
 		c.mu.Unlock()
+		c.readOnce.Do(func() { close(c.readDone) })
 		callErr := ErrClosed
 		if !errors.Is(cause, ErrClosed) {
 			callErr = fmt.Errorf("%w: %w", ErrClosed, cause)
@@ -285,6 +328,12 @@ func (c *Conn) Call(ctx context.Context, method string, params any, result any) 
 		c.mu.Unlock()
 		return c.closedErr()
 	}
+	if c.readErr != nil {
+		// Nobody can answer: the peer's side of the stream has ended.
+		err := fmt.Errorf("%w: %w", ErrClosed, c.readErr)
+		c.mu.Unlock()
+		return err
+	}
 	id := c.nextID
 	c.nextID++
 	c.pending[id] = ch
@@ -337,7 +386,8 @@ func (c *Conn) Call(ctx context.Context, method string, params any, result any) 
 	return nil
 }
 
-// readLoop reads lines until EOF or a fatal error, then shuts the Conn down.
+// readLoop reads lines until EOF or a fatal error, then shuts the Conn down
+// (with Options.Server, a clean EOF ends only the read side).
 func (c *Conn) readLoop() {
 	br := bufio.NewReaderSize(c.r, 64<<10)
 	for {
@@ -348,6 +398,18 @@ func (c *Conn) readLoop() {
 		} else {
 			line, err = readLine(br, c.opts.MaxLine)
 		}
+		if err != nil && c.opts.Server && c.opts.Framing == Lines && errors.Is(err, ErrLineTooLong) {
+			// A newline still ends the message: answer, drop the rest of
+			// the line unbuffered, and go on.
+			c.report(newProtocolError("line too long", line, err))
+			c.answerInvalid(nil, CodeInvalidRequest, fmt.Sprintf("message over the %d-byte limit", c.opts.MaxLine))
+			if len(line) > 0 && line[len(line)-1] == '\n' {
+				continue
+			}
+			if err = discardLine(br); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			var pe *ProtocolError
 			if errors.As(err, &pe) {
@@ -356,6 +418,10 @@ func (c *Conn) readLoop() {
 				pe := newProtocolError("line too long", line, err)
 				pe.Fatal = true
 				c.report(pe)
+			}
+			if c.opts.Server && err == io.EOF {
+				c.endRead(err)
+				return
 			}
 			c.shutdown(err)
 			return
@@ -372,40 +438,6 @@ func (c *Conn) readLoop() {
 				return
 			}
 		}
-	}
-}
-
-// readLine returns the next non-blank line without its terminator. A final
-// line without "\n" is returned before io.EOF. On overflow it returns the
-// prefix read so far with an error wrapping ErrLineTooLong.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	for {
-		var buf []byte
-		for {
-			frag, err := br.ReadSlice('\n')
-			buf = append(buf, frag...)
-			n := len(buf)
-			if n > 0 && buf[n-1] == '\n' {
-				n--
-			}
-			if n > max {
-				return buf, fmt.Errorf("%w: more than %d bytes", ErrLineTooLong, max)
-			}
-			if err == bufio.ErrBufferFull {
-				continue
-			}
-			if err != nil && len(bytes.TrimSpace(buf)) == 0 {
-				return nil, err
-			}
-			// A complete line, or a final unterminated one: the next call
-			// sees the error again.
-			break
-		}
-		buf = bytes.TrimRight(buf, "\r\n")
-		if len(bytes.TrimSpace(buf)) == 0 {
-			continue
-		}
-		return buf, nil
 	}
 }
 
@@ -432,26 +464,49 @@ func (c *Conn) handleLine(line []byte) *ProtocolError {
 		var v any
 		err := json.Unmarshal(line, &v)
 		pe := newProtocolError("line is not JSON", line, err)
+		if c.opts.Server {
+			c.answerInvalid(nil, CodeParseError, "parse error: the message is not JSON")
+			return pe
+		}
 		pe.Fatal = true
 		return pe
 	}
 	var m inMessage
 	if err := json.Unmarshal(line, &m); err != nil {
+		msg := "invalid request: a message is a JSON object"
+		if line[0] == '[' {
+			msg = "invalid request: batches are not supported"
+		}
+		c.answerInvalid(nil, CodeInvalidRequest, msg)
 		return newProtocolError("message is not a JSON object", line, err)
-	}
-	if len(m.JSONRPC) > 0 && string(m.JSONRPC) != `"2.0"` {
-		return newProtocolError(`"jsonrpc" member is not "2.0"`, line, nil)
 	}
 	hasID, hasMethod := len(m.ID) > 0, len(m.Method) > 0
 	hasResult, hasError := len(m.Result) > 0, len(m.Error) > 0
+	// What is invalid is answered with the frame's id when it has a usable
+	// one, but never a frame shaped as a response: two peers answering
+	// each other's errors would never stop.
+	invalid := func(reason string) *ProtocolError {
+		if !hasResult && !hasError {
+			var id json.RawMessage
+			if hasID && validRequestID(m.ID) {
+				id = m.ID
+			}
+			c.answerInvalid(id, CodeInvalidRequest, "invalid request: "+reason)
+		}
+		return newProtocolError(reason, line, nil)
+	}
+	if len(m.JSONRPC) > 0 && string(m.JSONRPC) != `"2.0"` {
+		return invalid(`"jsonrpc" member is not "2.0"`)
+	}
 	switch {
 	case hasMethod:
 		if hasResult || hasError {
-			return newProtocolError("message has both method and result/error", line, nil)
+			hasResult, hasError = false, false // answer it: it is no response
+			return invalid("message has both method and result/error")
 		}
 		var method string
 		if m.Method[0] != '"' || json.Unmarshal(m.Method, &method) != nil {
-			return newProtocolError("method is not a string", line, nil)
+			return invalid("method is not a string")
 		}
 		if !hasID {
 			if c.opts.OnNotification != nil {
@@ -460,14 +515,13 @@ func (c *Conn) handleLine(line []byte) *ProtocolError {
 			return nil
 		}
 		if !validRequestID(m.ID) {
-			return newProtocolError("request id is not a number or string", line, nil)
+			return invalid("request id is not a number or string")
 		}
-		go c.serve(m.ID, method, m.Params)
-		return nil
+		return c.startServe(line, m.ID, method, m.Params)
 	case hasID && (hasResult || hasError):
 		return c.handleResponse(line, &m)
 	default:
-		return newProtocolError("message is neither request, notification nor response", line, nil)
+		return invalid("message is neither request, notification nor response")
 	}
 }
 

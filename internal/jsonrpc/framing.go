@@ -99,3 +99,47 @@ func fatalFrame(reason string, line []byte, err error) *ProtocolError {
 	pe.Fatal = true
 	return pe
 }
+
+// readLine returns the next non-blank line without its terminator. A final
+// line without "\n" is returned before io.EOF. On overflow it returns the
+// prefix read so far with an error wrapping ErrLineTooLong.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	for {
+		var buf []byte
+		for {
+			frag, err := br.ReadSlice('\n')
+			buf = append(buf, frag...)
+			n := len(buf)
+			if n > 0 && buf[n-1] == '\n' {
+				n--
+			}
+			if n > max {
+				return buf, fmt.Errorf("%w: more than %d bytes", ErrLineTooLong, max)
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil && len(bytes.TrimSpace(buf)) == 0 {
+				return nil, err
+			}
+			// A complete line, or a final unterminated one: the next call
+			// sees the error again.
+			break
+		}
+		buf = bytes.TrimRight(buf, "\r\n")
+		if len(bytes.TrimSpace(buf)) == 0 {
+			continue
+		}
+		return buf, nil
+	}
+}
+
+// discardLine skips the rest of a line without keeping it.
+func discardLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		if err != bufio.ErrBufferFull {
+			return err
+		}
+	}
+}

@@ -1,11 +1,12 @@
 package jsonrpc
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +24,12 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// FuzzFraming feeds arbitrary bytes to the reader. The Conn must never
-// panic, must end (Done) once the input is exhausted, must fail a pending
-// call rather than hang, and everything it writes must be one JSON object
-// per line.
+// FuzzFraming feeds arbitrary bytes to the reader, as a client or as a
+// server (mode bit 0) of newline-delimited or Content-Length framed
+// messages (mode bit 1). The Conn must never panic, must stop reading
+// (ReadDone; Done as a client) once the input is exhausted, must fail a
+// pending call rather than hang, a server must answer what it read
+// (Drain), and everything it writes must be one JSON object per frame.
 func FuzzFraming(f *testing.F) {
 	for _, s := range []string{
 		`{"id":0,"result":{}}` + "\n",
@@ -37,12 +40,23 @@ func FuzzFraming(f *testing.F) {
 		`{"id":0,"error":{"code":1e3,"message":"x","data":null}}`,
 		string(bytes.Repeat([]byte("a"), 100)),
 	} {
-		f.Add([]byte(s))
+		for mode := range byte(4) {
+			f.Add([]byte(s), mode)
+		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Add([]byte("Content-Length: 2\r\n\r\n{}Content-Length: 21\r\n\r\n{\"id\":1,\"method\":\"m\"}"), byte(3))
+	f.Add([]byte(`{"id":1,"method":"m"}`+"\n"+`{"id":1,"method":"m"}`+"\n"+`{"id":"1","method":"m"}`), byte(1))
+	f.Fuzz(func(t *testing.T, data []byte, mode byte) {
+		server, framing := mode&1 != 0, Lines
+		if mode&2 != 0 {
+			framing = Headers
+		}
 		out := &lockedBuffer{}
 		pr, pw := io.Pipe()
 		c := NewConn(pr, out, Options{
+			Server:          server,
+			Framing:         framing,
+			MaxInFlight:     4,
 			MaxLine:         64,
 			OnNotification:  func(string, json.RawMessage) {},
 			OnProtocolError: func(error) {},
@@ -62,9 +76,17 @@ func FuzzFraming(f *testing.F) {
 		}()
 		deadline := time.After(10 * time.Second)
 		select {
-		case <-c.Done():
+		case <-c.ReadDone():
 		case <-deadline:
 			t.Fatal("reader did not end")
+		}
+		if server {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := c.Drain(ctx); err != nil {
+				t.Fatal("requests read were not answered")
+			}
+			cancel()
+			c.Close()
 		}
 		select {
 		case <-callDone:
@@ -77,13 +99,18 @@ func FuzzFraming(f *testing.F) {
 		out.mu.Lock()
 		written := append([]byte(nil), out.buf.Bytes()...)
 		out.mu.Unlock()
-		sc := bufio.NewScanner(bytes.NewReader(written))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var m map[string]json.RawMessage
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				t.Fatalf("wrote a non-object line %q: %v", sc.Bytes(), err)
+		// Read back by a Conn that issued no call: answers to unknown ids
+		// are expected, any other protocol error is not.
+		rc := NewConn(bytes.NewReader(written), io.Discard, Options{Framing: framing, OnProtocolError: func(err error) {
+			var pe *ProtocolError
+			if errors.As(err, &pe) && !pe.Fatal && strings.HasPrefix(pe.Reason, "response") {
+				return
 			}
+			t.Errorf("wrote an invalid frame: %v", err)
+		}})
+		<-rc.Done()
+		if !errors.Is(rc.Err(), io.EOF) {
+			t.Fatalf("what it wrote does not read back: %v", rc.Err())
 		}
 	})
 }

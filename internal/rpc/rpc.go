@@ -75,6 +75,7 @@ func Serve(ctx context.Context, h *host.Host, in io.Reader, out io.Writer, o Opt
 		emitted: map[string]int64{}, emitWake: make(chan struct{})}
 	s.conn = jsonrpc.NewConn(in, out, jsonrpc.Options{
 		Dialect:         jsonrpc.V2,
+		Server:          true,
 		OnRequest:       s.onRequest,
 		OnProtocolError: func(err error) { fmt.Fprintf(o.Log, "dsh rpc: %v\n", err) },
 	})
@@ -85,10 +86,18 @@ func Serve(ctx context.Context, h *host.Host, in io.Reader, out io.Writer, o Opt
 		s.watchFeed(feed)
 	}()
 	select {
-	case <-s.conn.Done():
+	case <-s.conn.ReadDone():
 	case <-ctx.Done():
 	}
 	s.shutdown()
+	// The requests read before the input ended are answered (a prompt
+	// with its turn's end) before the connection closes, for at most
+	// ShutdownWait: a client may write its requests and close its end.
+	dctx, cancelDrain := context.WithTimeout(context.Background(), ShutdownWait)
+	if err := s.conn.Drain(dctx); err != nil {
+		fmt.Fprintf(o.Log, "dsh rpc: requests still unanswered after %v; exiting anyway\n", ShutdownWait)
+	}
+	cancelDrain()
 	feed.Close()
 	stop()
 	s.conn.Close()

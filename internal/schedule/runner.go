@@ -99,6 +99,14 @@ func (r *Runner) tick(ctx context.Context, s Schedule) (time.Time, bool) {
 	// Due. Fires missed while nobody ran them coalesce into one, at the
 	// latest missed time.
 	latest, missed := next, 0
+	if s.Spec.Kind == KindEvery {
+		// The last missed time is known without walking them: an interval
+		// of a second missed for weeks is millions of them.
+		d := time.Duration(s.Spec.Every)
+		if n := now.Sub(next) / d; n > 0 {
+			latest, missed = next.Add(n*d), int(n)
+		}
+	}
 	for i := 0; i < maxCoalesce; i++ {
 		n, ok, sk := s.NextAfter(latest)
 		r.reportSkips(s, sk)

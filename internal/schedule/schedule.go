@@ -102,28 +102,58 @@ func Add(ctx context.Context, st store.Schedules, s *Schedule, now time.Time) er
 	return st.PutSchedule(ctx, store.ScheduleRecord{ID: s.ID, Data: b, CreatedAt: s.CreatedAt})
 }
 
-// List returns the stored schedules, oldest first.
+// BadRecordError is a stored schedule that cannot be read (a damaged row,
+// or one written by another version of dsh). It is reported, never fired,
+// and can still be removed by its id.
+type BadRecordError struct {
+	ID  string
+	Err error
+}
+
+func (e *BadRecordError) Error() string {
+	return fmt.Sprintf("schedule %s cannot be read (dsh schedule rm %s removes it): %v", e.ID, e.ID, e.Err)
+}
+
+func (e *BadRecordError) Unwrap() error { return e.Err }
+
+// List returns the stored schedules, oldest first. A row that cannot be
+// read does not hide the others: they are returned with an error joining
+// a *BadRecordError for each bad row.
 func List(ctx context.Context, st store.Schedules) ([]Schedule, error) {
 	recs, err := st.ListSchedules(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Schedule, 0, len(recs))
+	var bad []error
 	for _, r := range recs {
 		s, err := decode(r)
 		if err != nil {
-			return nil, err
+			bad = append(bad, &BadRecordError{ID: r.ID, Err: err})
+			continue
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out, errors.Join(bad...)
 }
 
-// Get returns schedule id (a unique prefix is enough).
+// Get returns schedule id (a unique prefix is enough). A row that cannot
+// be read is returned by its exact id as a Schedule with only ID set, with
+// its *BadRecordError, so it can be removed.
 func Get(ctx context.Context, st store.Schedules, id string) (Schedule, error) {
-	all, err := List(ctx, st)
-	if err != nil {
-		return Schedule{}, err
+	all, listErr := List(ctx, st)
+	if all == nil && listErr != nil {
+		return Schedule{}, listErr
+	}
+	var bad []*BadRecordError
+	for _, e := range unjoin(listErr) {
+		var be *BadRecordError
+		if errors.As(e, &be) {
+			if be.ID == id {
+				return Schedule{ID: be.ID}, be
+			}
+			bad = append(bad, be)
+		}
 	}
 	var found []Schedule
 	for _, s := range all {
@@ -136,11 +166,27 @@ func Get(ctx context.Context, st store.Schedules, id string) (Schedule, error) {
 	}
 	switch len(found) {
 	case 0:
+		for _, be := range bad {
+			if id != "" && strings.HasPrefix(be.ID, id) {
+				return Schedule{}, fmt.Errorf("schedule %q: %w (give its whole id)", id, be)
+			}
+		}
 		return Schedule{}, fmt.Errorf("schedule %q: %w", id, store.ErrScheduleNotFound)
 	case 1:
 		return found[0], nil
 	}
 	return Schedule{}, fmt.Errorf("schedule %q matches %d schedules; give more of its id", id, len(found))
+}
+
+// unjoin lists the errors errors.Join joined (err itself otherwise).
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func decode(r store.ScheduleRecord) (Schedule, error) {

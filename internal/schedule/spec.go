@@ -198,6 +198,9 @@ func parseField(s string, lo, hi int, names map[string]int) (uint64, error) {
 		}
 		for v := a; v <= b; v += step {
 			bits |= 1 << uint(v)
+			if step > b-v {
+				break // v+step is past b (and may not fit in an int)
+			}
 		}
 	}
 	return bits, nil

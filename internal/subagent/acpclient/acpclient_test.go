@@ -241,6 +241,32 @@ func TestHangCancelTearsDownGroup(t *testing.T) {
 	}
 }
 
+// TestCancelDeafAgent: an agent that stops reading its input in the
+// middle of a large prompt is still cancelled and torn down. Before, the
+// session/cancel notification waited behind the prompt's blocked write
+// and the run never ended.
+func TestCancelDeafAgent(t *testing.T) {
+	fifo, lines := proctest.Fifo(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := request(t, "")
+	req.Prompt = []llm.Block{{Type: llm.BlockText, Text: strings.Repeat("x", 1<<20)}}
+	r, err := newProvider(t, "deaf", fifo).Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := <-lines; l != "deaf" {
+		t.Fatalf("fake said %q", l)
+	}
+	cancel()
+	if res := wait(t, r); res.StopReason != subagent.StopAborted {
+		t.Fatalf("result %+v", res)
+	}
+	if err := r.Dispose(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDisposeWhileRunning(t *testing.T) {
 	fifo, lines := proctest.Fifo(t)
 	r, err := newProvider(t, "hang", fifo).Start(context.Background(), request(t, ""))

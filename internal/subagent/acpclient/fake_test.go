@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -29,6 +30,8 @@ import (
 //	            messages, malformed and foreign updates) and end the turn
 //	late        answer the prompt, then keep announcing tool calls
 //	            late-0, late-1, … until writing fails
+//	deaf        stop reading standard input for good after its first
+//	            64 KiB (inside a large prompt) and print "deaf" to fakeFifo
 //
 // When fakeResult is set, its value (raw JSON) is the prompt's result
 // instead of end_turn with usage.
@@ -121,6 +124,23 @@ func TestMain(m *testing.M) {
 	os.Exit(leakcheck.Run(m))
 }
 
+// deafReader passes its first bytes through, then blocks for ever.
+type deafReader struct {
+	r     io.Reader
+	n     int
+	after int
+}
+
+func (d *deafReader) Read(b []byte) (int, error) {
+	if d.n >= d.after {
+		report("deaf")
+		select {}
+	}
+	k, err := d.r.Read(b[:min(len(b), d.after-d.n)])
+	d.n += k
+	return k, err
+}
+
 func has(modes []string, m string) bool {
 	for _, x := range modes {
 		if x == m {
@@ -162,7 +182,11 @@ func fakeAgent(modes []string) int {
 		}
 		return map[string]any{"stopReason": "end_turn", "usage": map[string]any{"inputTokens": 7, "outputTokens": 3, "totalTokens": 10}}
 	}
-	conn = jsonrpc.NewConn(os.Stdin, os.Stdout, jsonrpc.Options{
+	var stdin io.Reader = os.Stdin
+	if has(modes, "deaf") {
+		stdin = &deafReader{r: os.Stdin, after: 64 << 10}
+	}
+	conn = jsonrpc.NewConn(stdin, os.Stdout, jsonrpc.Options{
 		Dialect: jsonrpc.V2,
 		OnNotification: func(method string, _ json.RawMessage) {
 			if method == "session/cancel" {

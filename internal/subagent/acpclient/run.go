@@ -167,7 +167,8 @@ func (r *run) loop(ctx context.Context, deadline <-chan time.Time, text string) 
 		disposed   = r.settle.Disposed()
 		cause      string // why the run was cancelled; "" while it was not
 		outcome    *promptOutcome
-		failMsg    string // why the run ended without an outcome
+		failMsg    string        // why the run ended without an outcome
+		notified   chan struct{} // closed when session/cancel was written (or failed)
 	)
 	cancel := func(why string) {
 		cancelled, disposed, deadline = nil, nil, nil
@@ -178,7 +179,15 @@ func (r *run) loop(ctx context.Context, deadline <-chan time.Time, text string) 
 		r.mu.Lock()
 		r.cancelling = true
 		r.mu.Unlock()
-		_ = r.conn.Notify("session/cancel", map[string]string{"sessionId": r.sessionID})
+		// Sent off the loop: an agent that stopped reading its input
+		// blocks the write (behind the prompt's, if that is still being
+		// written), and the loop must still reach cancelWait and tear the
+		// agent down. The write fails once the connection closes below.
+		notified = make(chan struct{})
+		go func() {
+			defer close(notified)
+			_ = r.conn.Notify("session/cancel", map[string]string{"sessionId": r.sessionID})
+		}()
 		cancelWait = time.After(CancelGrace)
 	}
 loop:
@@ -217,6 +226,9 @@ loop:
 		res.Diagnostic = clip(appendLine(err.Error(), res.Diagnostic), subagent.MaxDiagnostic)
 	}
 	r.conn.Close()
+	if notified != nil {
+		<-notified // the write has failed by now if it had not ended
+	}
 	res.ChildID = r.childID
 	r.settle.Publish(res)
 }
