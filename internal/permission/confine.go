@@ -58,7 +58,9 @@ type BashConfiner struct {
 	// UnixSockets are the UNIX sockets outside the workspace that
 	// commands may connect to, in every confined mode.
 	UnixSockets []string
-	Grants      *Grants
+	// DenyRead are the paths no command and no file tool may read.
+	DenyRead []string
+	Grants   *Grants
 	// PlanMode, when it reports true, clamps every command to the
 	// read-only sandbox and ignores escalation grants (see Config).
 	PlanMode func() bool
@@ -81,6 +83,7 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 	}
 	p := policyFor(mode, ws, b.WritableRoots, false)
 	p.UnixSockets = slices.Clone(b.UnixSockets)
+	p.DenyRead = slices.Clone(b.DenyRead)
 	return p
 }
 
@@ -103,8 +106,10 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 	p := b.Policy(c)
 	if g, ok := b.Grants.take(c.ID); ok && !b.planMode() && approvedOnLog(b.Log, c.ID) {
 		if g.Mode.Rank() > p.Mode.Rank() {
+			deny := p.DenyRead
 			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
 			p.UnixSockets = slices.Clone(b.UnixSockets)
+			p.DenyRead = deny
 		}
 		p.Network = p.Network || g.Network
 	}
@@ -233,13 +238,8 @@ func WriteFence(check WriteChecker, policy func(c *tool.Call) sandbox.Policy) to
 		if err == nil {
 			return ""
 		}
-		// The sandbox's DeniedError reads "sandbox: file access denied:
-		// PATH (MODE: REASON)"; keep only REASON, the rest is said below.
-		detail := strings.TrimPrefix(err.Error(), "sandbox: file access denied: ")
-		detail = strings.TrimPrefix(detail, path+" ")
-		if inner, ok := strings.CutPrefix(detail, "("+string(p.Mode)+": "); ok {
-			detail = strings.TrimSuffix(inner, ")")
-		}
+		// Only the refusal's reason: the rest is said below.
+		detail := deniedDetail(err, path, p.Mode)
 		return fmt.Sprintf("[sandbox: file access denied — writing %s is not allowed in %s mode: %s] "+
 			"File tools cannot escalate. If this write is really needed, make it with a bash command; "+
 			"if the sandbox refuses that command, you may retry it once with sandbox_permissions and a justification.",

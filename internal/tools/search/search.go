@@ -23,6 +23,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -76,6 +77,15 @@ type Options struct {
 	// MaxOutputBytes bounds grep's content output, whatever the line
 	// limit and context ask for; 0 means DefaultMaxOutput.
 	MaxOutputBytes int
+	// Policy returns a call's sandbox policy, whose read rules (the
+	// deny-read list, read confinement) the tools apply while they walk:
+	// a denied root is an error, a denied subdirectory is skipped and
+	// reported, and every directory and file is checked after it is
+	// opened (the descriptor's real name), so a symlink swapped in
+	// during the walk cannot lead into a denied place. Under an active
+	// policy grep searches with the Go backend, which makes those checks
+	// (rg opens files by name). Nil leaves the tools unfenced.
+	Policy func(c *tool.Call) sandbox.Policy
 	// Timeout bounds one call (Definition.Timeout); 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
