@@ -19,6 +19,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
 	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
+	"github.com/dsh-dev/dsh/internal/tools/search"
 	"github.com/dsh-dev/dsh/internal/tools/strreplace"
 )
 
@@ -44,20 +45,30 @@ func newRaceRig(t *testing.T, p sandbox.Policy) *raceRig {
 	}
 	p.Workspace = r.ws
 	r.policy = p
-	policy := func(*tool.Call) sandbox.Policy { return r.policy }
+	r.pipe = fileTools(func(*tool.Call) sandbox.Policy { return r.policy }, true)
+	return r
+}
+
+// fileTools is the file tools applying policy themselves, behind the
+// write and read fences (guards) when guards is set.
+func fileTools(policy func(*tool.Call) sandbox.Policy, guards bool) *tool.Pipeline {
 	tracker := fstools.NewTracker()
 	reg := tool.NewRegistry()
-	defs := append(fstools.Tools(fstools.Options{Tracker: tracker, Policy: policy}),
-		strreplace.New(strreplace.Options{Tracker: tracker, Policy: policy}))
+	images := func(*tool.Call) bool { return true }
+	defs := append(fstools.Tools(fstools.Options{Tracker: tracker, Policy: policy, Images: images}),
+		strreplace.New(strreplace.Options{Tracker: tracker, Policy: policy}),
+		search.NewGrep(search.Options{Policy: policy}), search.NewGlob(search.Options{Policy: policy}))
 	for _, d := range defs {
 		if err := reg.Register("", d); err != nil {
-			t.Fatal(err)
+			panic(err)
 		}
 	}
-	r.pipe = tool.NewPipeline(reg)
-	r.pipe.UseGuard(WriteFence(sandbox.Policy.CheckWrite, policy))
-	r.pipe.UseGuard(ReadFence(sandbox.Policy.CheckRead, policy))
-	return r
+	pipe := tool.NewPipeline(reg)
+	if guards {
+		pipe.UseGuard(WriteFence(sandbox.Policy.CheckWrite, policy))
+		pipe.UseGuard(ReadFence(sandbox.Policy.CheckRead, policy))
+	}
+	return pipe
 }
 
 func (r *raceRig) run(name string, args map[string]any) tool.Result {
@@ -141,17 +152,24 @@ func runFlipper() {
 // symlink to in and one to outside.
 func flipFast(t *testing.T, b sandbox.Backend, ws, outside string) {
 	t.Helper()
-	if err := os.Symlink("in", filepath.Join(ws, "d")); err != nil {
+	flipLink(t, b, ws, "d", "in", outside)
+}
+
+// flipLink starts the fast flipper in ws under b: name alternates
+// between a symlink to one and a symlink to other.
+func flipLink(t *testing.T, b sandbox.Backend, ws, name, one, other string) {
+	t.Helper()
+	if err := os.Symlink(one, filepath.Join(ws, name)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(outside, filepath.Join(ws, "d.x")); err != nil {
+	if err := os.Symlink(other, filepath.Join(ws, name+".x")); err != nil {
 		t.Fatal(err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(flipperEnv, "d,d.x")
+	t.Setenv(flipperEnv, name+","+name+".x")
 	startJob(t, b, ws, []string{exe})
 }
 
