@@ -37,13 +37,13 @@ func newDenyRig(t *testing.T) *denyRig {
 	d := &denyRig{home: filepath.Join(root, "home"), ws: filepath.Join(root, "ws")}
 	d.key = filepath.Join(d.home, ".ssh", "id_rsa")
 	files := map[string]string{
-		d.key:                                  secretKey + "\n",
+		d.key:                                   secretKey + "\n",
 		filepath.Join(d.home, ".ssh", "config"): "Host x SECRET-d5h-config\n",
 		// Beside the denied places, and one that shares a prefix.
-		filepath.Join(d.home, "notes.txt"):      "plain notes\n",
+		filepath.Join(d.home, "notes.txt"):       "plain notes\n",
 		filepath.Join(d.home, ".sshx", "config"): "plain sshx\n",
-		filepath.Join(d.ws, "main.go"):          "package main // plain\n",
-		filepath.Join(d.ws, "secret.env"):       "TOKEN=SECRET-d5h-env\n",
+		filepath.Join(d.ws, "main.go"):           "package main // plain\n",
+		filepath.Join(d.ws, "secret.env"):        "TOKEN=SECRET-d5h-env\n",
 	}
 	for p, c := range files {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
