@@ -132,23 +132,27 @@ func (p Policy) openBeneath(rootf *os.File, root, rel string) (*os.File, error) 
 	}()
 	for c := range strings.SplitSeq(rel, "/") {
 		next := filepath.Join(curPath, c)
+		if c == "" || c == "." || c == ".." {
+			// rel is clean and resolved; these would step out of the walk.
+			return nil, fmt.Errorf("%s: %w", next, ErrPathChanged)
+		}
 		fd, err := unix.Openat(int(cur.Fd()), c, dirFlags|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 		if errors.Is(err, unix.ENOENT) {
 			// Check the directory about to be made where it will really
 			// be: the descriptor's name, not the path.
-			real, err := fdPath(cur, curPath)
-			if err != nil {
-				return nil, err
+			real, perr := fdPath(cur, curPath)
+			if perr != nil {
+				return nil, perr
 			}
-			if err := p.CheckWrite(filepath.Join(real, c)); err != nil {
-				return nil, err
+			if cerr := p.CheckWrite(filepath.Join(real, c)); cerr != nil {
+				return nil, cerr
 			}
-			if err := unix.Mkdirat(int(cur.Fd()), c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-				return nil, fmt.Errorf("mkdir %s: %w", next, err)
+			if merr := unix.Mkdirat(int(cur.Fd()), c, 0o755); merr != nil && !errors.Is(merr, unix.EEXIST) {
+				return nil, fmt.Errorf("mkdir %s: %w", next, merr)
 			}
 			fd, err = unix.Openat(int(cur.Fd()), c, dirFlags|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
 		}
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK) {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK) || errors.Is(err, unix.ENOTDIR) && isSymlinkAt(cur, c) {
 			return nil, fmt.Errorf("%s: %w", next, ErrPathChanged)
 		}
 		if err != nil {
@@ -161,6 +165,13 @@ func (p Policy) openBeneath(rootf *os.File, root, rel string) (*os.File, error) 
 	}
 	own = false
 	return cur, nil
+}
+
+// isSymlinkAt reports whether name in dir is a symlink (O_NOFOLLOW with
+// O_DIRECTORY reports one as ENOTDIR on Linux).
+func isSymlinkAt(dir *os.File, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
 // CheckOpenedFile is the read fence on a file a tool has opened: the

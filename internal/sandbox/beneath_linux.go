@@ -16,9 +16,16 @@ const dirFlags = unix.O_PATH | unix.O_CLOEXEC
 
 var errNoOpenat2 = errors.New("openat2 is unavailable")
 
+// useOpenat2 is false in tests of the walk that replaces openat2 on
+// kernels without it.
+var useOpenat2 = true
+
 // openat2Beneath opens directory rel beneath dir; the kernel refuses any
 // step (symlink, "..", magic link) that would leave dir.
 func openat2Beneath(dir *os.File, rel string) (*os.File, error) {
+	if !useOpenat2 {
+		return nil, errNoOpenat2
+	}
 	fd, err := unix.Openat2(int(dir.Fd()), rel, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
