@@ -120,3 +120,38 @@ func TestOpenWriteDir(t *testing.T) {
 		t.Errorf("read-only: %v", err)
 	}
 }
+
+// TestOpenedReadsAgree: the per-call checker with resolved lists gives
+// CheckOpenedFile's verdict, reason included, for denied, confined and
+// allowed files, so the two cannot drift apart unnoticed.
+func TestOpenedReadsAgree(t *testing.T) {
+	root, err := resolvePath("/", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, home := filepath.Join(root, "ws"), filepath.Join(root, "home")
+	files := []string{filepath.Join(ws, "a.go"), filepath.Join(home, ".ssh", "id_rsa"), filepath.Join(home, "notes"), "/etc/hostname"}
+	for _, f := range files[:3] {
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		os.WriteFile(f, []byte("x"), 0o600)
+	}
+	os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(root, "sshlink"))
+	for _, p := range []Policy{
+		{Mode: WorkspaceWrite, Workspace: ws, DenyRead: []string{filepath.Join(root, "sshlink")}},
+		{Mode: ReadOnly, Workspace: ws, DenyRead: []string{filepath.Join(home, ".ssh")}, ConfineReads: true},
+		{Mode: DangerFullAccess, Workspace: ws, DenyRead: []string{filepath.Join(home, ".ssh")}, ConfineReads: true},
+	} {
+		r := p.OpenedReads()
+		for _, path := range files {
+			f, err := os.Open(path)
+			if err != nil {
+				continue
+			}
+			want, got := p.CheckOpenedFile(path, f), r.Check(path, f)
+			f.Close()
+			if (want == nil) != (got == nil) || want != nil && want.Error() != got.Error() {
+				t.Errorf("%+v %s: OpenedReads %v, CheckOpenedFile %v", p, path, got, want)
+			}
+		}
+	}
+}

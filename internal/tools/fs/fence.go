@@ -29,6 +29,10 @@ type Fence struct {
 	Policy sandbox.Policy
 	// On says the policy applies; false is an unfenced tool.
 	On bool
+
+	// opened checks opened files with the policy's lists resolved once
+	// per call (NewFence); nil falls back to Policy.CheckOpenedFile.
+	opened *sandbox.OpenedReads
 }
 
 // FenceFor returns the fence of call c under o: its Policy, when set.
@@ -40,7 +44,8 @@ func NewFence(policy func(c *tool.Call) sandbox.Policy, c *tool.Call) Fence {
 	if policy == nil || c == nil {
 		return Fence{}
 	}
-	return Fence{Policy: policy(c), On: true}
+	p := policy(c)
+	return Fence{Policy: p, On: true, opened: p.OpenedReads()}
 }
 
 func (f Fence) active() bool { return f.On && f.Policy.Mode != sandbox.DangerFullAccess }
@@ -67,7 +72,11 @@ func (f Fence) CheckOpened(path string, file *os.File) error {
 	if !f.active() {
 		return nil
 	}
-	if err := f.Policy.CheckOpenedFile(path, file); err != nil {
+	check := f.Policy.CheckOpenedFile
+	if f.opened != nil {
+		check = f.opened.Check
+	}
+	if err := check(path, file); err != nil {
 		return f.readDenied(path, err)
 	}
 	return nil
