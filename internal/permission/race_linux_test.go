@@ -252,3 +252,25 @@ func writeRace(t *testing.T, r *raceRig, job string, calls map[string]int) {
 		}
 	}
 }
+
+// TestFileToolsWriteRaceProtected flips d between a directory inside
+// and the workspace's own .git/hooks: beneath the workspace, so only
+// the check of the opened directory's real name (CheckWrite on it, not
+// on the path) keeps the writes out of the protected metadata.
+func TestFileToolsWriteRaceProtected(t *testing.T) {
+	calls := map[string]int{"write": 2000, "edit": 200, strreplace.Name: 200}
+	if testing.Short() {
+		calls = map[string]int{"write": 200, "edit": 20, strreplace.Name: 20}
+	}
+	raceBackends(t, func(t *testing.T, b sandbox.Backend) {
+		r := newRaceRig(t, sandbox.Policy{Mode: sandbox.WorkspaceWrite})
+		hooks := filepath.Join(r.ws, ".git", "hooks")
+		if err := os.MkdirAll(hooks, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// The rig counts what lands in r.outside.
+		r.outside = hooks
+		flipLink(t, b, r.ws, "d", "in", ".git/hooks")
+		writeRace(t, r, b.Name()+"/.git", calls)
+	})
+}
