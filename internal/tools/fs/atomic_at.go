@@ -5,6 +5,7 @@ import (
 	iofs "io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,9 @@ func (f Fence) WriteFileAtomic(path string, data []byte, perm iofs.FileMode) (io
 	if !f.active() {
 		return WriteFileAtomic(path, data, perm)
 	}
+	if err := f.Policy.CheckRead(path); err != nil {
+		return nil, false, f.writeDenied(path, err)
+	}
 	wd, err := f.Policy.OpenWriteDir(path)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrDenied) || errors.Is(err, sandbox.ErrPathChanged) {
@@ -35,6 +39,12 @@ func (f Fence) WriteFileAtomic(path string, data []byte, perm iofs.FileMode) (io
 		return nil, false, writeError(path, err)
 	}
 	defer wd.Close()
+	// A place the tools may not read is no place to write either (the
+	// read fence refuses edit and write there before the call, and the
+	// backends hide it from commands): checked on the opened directory.
+	if err := f.Policy.CheckOpenedRead(path, filepath.Join(wd.Path, wd.Name)); err != nil {
+		return nil, false, f.writeDenied(path, err)
+	}
 	fi, created, err := writeAt(wd.Dir, wd.Name, path, data, perm)
 	if errors.Is(err, sandbox.ErrPathChanged) {
 		return nil, false, f.writeDenied(path, err)

@@ -79,6 +79,14 @@ func TestFenceWriteFileAtomic(t *testing.T) {
 	if ents, _ := filepath.Glob(filepath.Join(ws, ".*.tmp")); len(ents) != 0 {
 		t.Fatalf("temporary files left: %v", ents)
 	}
+	denied := fc
+	denied.Policy.DenyRead = []string{filepath.Join(ws, "secret")}
+	if _, _, err := denied.WriteFileAtomic(filepath.Join(ws, "secret", "new.env"), []byte("x"), 0o644); errCode(err) != CodeAccessDenied {
+		t.Fatalf("a write into a deny-read directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "secret")); !os.IsNotExist(err) {
+		t.Fatalf("the refused write created the directory: %v", err)
+	}
 	os.WriteFile(filepath.Join(outside, "x"), []byte("outside"), 0o644)
 	full := Fence{Policy: sandbox.Policy{Mode: sandbox.DangerFullAccess, Workspace: ws}, On: true}
 	if _, _, err := full.WriteFileAtomic(filepath.Join(ws, "out.txt"), []byte("full"), 0o644); err != nil || read(filepath.Join(outside, "x")) != "full" {
