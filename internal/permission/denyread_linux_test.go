@@ -111,6 +111,14 @@ func TestFileToolsDenyRead(t *testing.T) {
 				denied("view "+target, run(strreplace.Name, map[string]any{"command": "view", "path": target}))
 				denied("grep "+target, run("grep", map[string]any{"pattern": "SECRET", "path": target}))
 			}
+			// A denied path that does not exist is refused alike: no
+			// tool tells what is there.
+			for _, missing := range []string{filepath.Join(d.home, ".ssh", "id_ed25519"), "sshlink/nope"} {
+				denied("read "+missing, run("read", map[string]any{"file_path": missing}))
+				denied("grep "+missing, run("grep", map[string]any{"pattern": "x", "path": missing}))
+				denied("glob "+missing, run("glob", map[string]any{"pattern": "*", "path": missing}))
+				denied("view "+missing, run(strreplace.Name, map[string]any{"command": "view", "path": missing}))
+			}
 			for _, dir := range []string{filepath.Join(d.home, ".ssh"), "sshlink"} {
 				denied("grep in "+dir, run("grep", map[string]any{"pattern": "SECRET", "path": dir}))
 				denied("glob in "+dir, run("glob", map[string]any{"pattern": "**", "path": dir}))

@@ -65,16 +65,13 @@ func globExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 	if err != nil {
 		return tool.Result{}, err
 	}
-	dir, fi, err := resolvePath(f, c.Cwd, pathArg)
+	fc := fstools.NewFence(o.Policy, c)
+	dir, fi, err := resolvePath(f, c.Cwd, pathArg, fc)
 	if err != nil {
 		return tool.Result{}, err
 	}
 	if !fi.IsDir() {
 		return tool.Result{}, f.invalid("path %s is not a directory", dir)
-	}
-	fc := fstools.NewFence(o.Policy, c)
-	if err := fc.CheckRead(dir); err != nil {
-		return tool.Result{}, err
 	}
 	var denied []string
 	q, err := newGlobQuery(f, dir, pattern)

@@ -235,12 +235,9 @@ func grepExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 	if err != nil {
 		return tool.Result{}, err
 	}
-	root, fi, err := resolvePath(f, c.Cwd, a.path)
-	if err != nil {
-		return tool.Result{}, err
-	}
 	fc := fstools.NewFence(o.Policy, c)
-	if err := fc.CheckRead(root); err != nil {
+	root, fi, err := resolvePath(f, c.Cwd, a.path, fc)
+	if err != nil {
 		return tool.Result{}, err
 	}
 	var denied []string

@@ -25,6 +25,7 @@ import (
 
 	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
+	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
 )
 
 // Model-facing tool names.
@@ -166,7 +167,9 @@ func (f fields) integer(name string, lo, hi int) (int, bool, error) { return f.I
 
 // resolvePath resolves a path argument against the session cwd (relative
 // paths, ~) and checks that it exists. An empty arg is the cwd itself.
-func resolvePath(t fields, cwd, arg string) (string, os.FileInfo, error) {
+// The read fence is checked first, so a denied path is refused whether
+// it exists or not.
+func resolvePath(t fields, cwd, arg string, fc fstools.Fence) (string, os.FileInfo, error) {
 	base := cwd
 	if base == "" {
 		var err error
@@ -187,6 +190,9 @@ func resolvePath(t fields, cwd, arg string) (string, os.FileInfo, error) {
 		}
 	}
 	p = filepath.Clean(p)
+	if err := fc.CheckRead(p); err != nil {
+		return "", nil, err
+	}
 	fi, err := os.Stat(p)
 	if err != nil {
 		if arg == "" { // a broken session cwd is not the model's fault
