@@ -53,6 +53,12 @@ func (f Fence) active() bool { return f.On && f.Policy.Mode != sandbox.DangerFul
 // Active reports whether the fence applies anything.
 func (f Fence) Active() bool { return f.active() }
 
+// LimitsReads reports whether the fence can refuse a read: its policy
+// has a deny-read list or confines reads.
+func (f Fence) LimitsReads() bool {
+	return f.active() && (len(f.Policy.DenyRead) > 0 || f.Policy.ConfineReads)
+}
+
 // CheckRead checks path against the read rules before a tool touches it
 // (a clear refusal instead of a confusing later error).
 func (f Fence) CheckRead(path string) error {

@@ -256,7 +256,7 @@ func grepExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 		}
 	}
 	var be backend = goBackend{workers: o.Workers}
-	if o.Ripgrep != "" && !fc.Active() {
+	if o.Ripgrep != "" && !fc.LimitsReads() {
 		// rg opens what it walks by name; under a read fence the Go
 		// backend checks every opened directory and file instead.
 		be = &rgBackend{path: o.Ripgrep}

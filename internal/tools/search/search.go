@@ -85,7 +85,8 @@ type Options struct {
 	// opened (the descriptor's real name), so a symlink swapped in
 	// during the walk cannot lead into a denied place. Under an active
 	// policy grep searches with the Go backend, which makes those checks
-	// (rg opens files by name). Nil leaves the tools unfenced.
+	// (rg opens files by name) whenever the policy can refuse a read.
+	// Nil leaves the tools unfenced.
 	Policy func(c *tool.Call) sandbox.Policy
 	// Timeout bounds one call (Definition.Timeout); 0 means
 	// DefaultTimeout.
