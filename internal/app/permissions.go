@@ -85,6 +85,7 @@ func (d permissionsDef) apply(e *env) error {
 		Defaults:      permission.Defaults{Preset: d.Default},
 		Sandbox:       sb,
 		CheckWrite:    sandbox.Policy.CheckWrite,
+		CheckRead:     sandbox.Policy.CheckRead,
 		Workspace:     e.cwd,
 		WritableRoots: roots,
 		UnixSockets:   d.UnixSockets,
@@ -135,6 +136,17 @@ func (e *env) bashConfine() func(c *tool.Call, argv []string) (bash.Confinement,
 		return nil
 	}
 	return e.perm.Confiner.Confine
+}
+
+// filePolicy returns the sandbox policy the file tools apply while they
+// work (fs.Fence): the one the permission guards check before the call,
+// so the check and the use are the same policy. Nil without a
+// permissions row, like bashConfine.
+func (e *env) filePolicy() func(c *tool.Call) sandbox.Policy {
+	if e.perm == nil {
+		return nil
+	}
+	return e.perm.Confiner.Policy
 }
 
 // sandbox returns the process-wide sandbox for a backend order.

@@ -91,6 +91,7 @@ func (c fsConfig) options(e *env) fs.Options {
 		Tracker: e.tracker, MaxLines: c.MaxLines, MaxLineChars: c.MaxLineChars, MaxReadBytes: c.MaxReadBytes,
 		MaxEditBytes: c.MaxEditBytes, MaxImageSide: c.MaxImageSide, MaxImageBytes: c.MaxImageBytes,
 		Images: func(*tool.Call) bool { return images },
+		Policy: e.filePolicy(),
 	}
 }
 
@@ -120,13 +121,15 @@ func registerToolModules(must func(compose.Module)) {
 	fsTool("tool/read_image", fs.NameReadImage, fs.NewReadImage)
 	must(toolModule("tool/str_replace_based_edit_tool", strreplace.Name, strreplace.Options{}, func(e *env, o strreplace.Options) (tool.Definition, error) {
 		o.Tracker = e.tracker
+		o.Policy = e.filePolicy()
 		return strreplace.New(o), nil
 	}))
 	searchTool := func(module, name string, build func(search.Options) tool.Definition) {
-		must(toolModule(module, name, searchConfig{}, func(_ *env, c searchConfig) (tool.Definition, error) {
+		must(toolModule(module, name, searchConfig{}, func(e *env, c searchConfig) (tool.Definition, error) {
 			return build(search.Options{
 				Ripgrep: c.Ripgrep, NoRipgrep: c.NoRipgrep, GlobLimit: c.GlobLimit, LineLimit: c.LineLimit,
 				FileLimit: c.FileLimit, MaxLineLength: c.MaxLineLength, MaxFileSize: c.MaxFileSize, Timeout: c.Timeout,
+				Policy: e.filePolicy(),
 			}), nil
 		}))
 	}

@@ -58,7 +58,9 @@ type BashConfiner struct {
 	// UnixSockets are the UNIX sockets outside the workspace that
 	// commands may connect to, in every confined mode.
 	UnixSockets []string
-	Grants      *Grants
+	// DenyRead are the paths no command and no file tool may read.
+	DenyRead []string
+	Grants   *Grants
 	// PlanMode, when it reports true, clamps every command to the
 	// read-only sandbox and ignores escalation grants (see Config).
 	PlanMode func() bool
@@ -86,8 +88,16 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 	if b.planMode() {
 		mode = sandbox.ReadOnly
 	}
-	p := policyFor(mode, ws, b.WritableRoots, false)
+	return b.policyAt(mode, ws, false)
+}
+
+// policyAt is the session's policy in mode: the mode's roots plus what
+// holds in every mode (sockets, deny-read, read confinement, protected
+// paths), so an escalation changes the mode and nothing else.
+func (b *BashConfiner) policyAt(mode sandbox.Mode, ws string, network bool) sandbox.Policy {
+	p := policyFor(mode, ws, b.WritableRoots, network)
 	p.UnixSockets = slices.Clone(b.UnixSockets)
+	p.DenyRead = slices.Clone(b.DenyRead)
 	b.confineReads(&p)
 	p.Protected = b.protected()
 	return p
@@ -127,11 +137,7 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 	p := b.Policy(c)
 	if g, ok := b.Grants.take(c.ID); ok && !b.planMode() && approvedOnLog(b.Log, c.ID) {
 		if g.Mode.Rank() > p.Mode.Rank() {
-			protected := p.Protected
-			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
-			p.UnixSockets = slices.Clone(b.UnixSockets)
-			b.confineReads(&p)
-			p.Protected = protected
+			p = b.policyAt(g.Mode, p.Workspace, p.Network)
 		}
 		p.Network = p.Network || g.Network
 	}
@@ -260,13 +266,8 @@ func WriteFence(check WriteChecker, policy func(c *tool.Call) sandbox.Policy) to
 		if err == nil {
 			return ""
 		}
-		// The sandbox's DeniedError reads "sandbox: file access denied:
-		// PATH (MODE: REASON)"; keep only REASON, the rest is said below.
-		detail := strings.TrimPrefix(err.Error(), "sandbox: file access denied: ")
-		detail = strings.TrimPrefix(detail, path+" ")
-		if inner, ok := strings.CutPrefix(detail, "("+string(p.Mode)+": "); ok {
-			detail = strings.TrimSuffix(inner, ")")
-		}
+		// Only the refusal's reason: the rest is said below.
+		detail := deniedDetail(err, path, p.Mode)
 		return fmt.Sprintf("[sandbox: file access denied — writing %s is not allowed in %s mode: %s] "+
 			"File tools cannot escalate. If this write is really needed, make it with a bash command; "+
 			"if the sandbox refuses that command, you may retry it once with sandbox_permissions and a justification.",

@@ -14,8 +14,12 @@ type Config struct {
 	// danger-full-access commands can run (others fail with
 	// SANDBOX_UNAVAILABLE).
 	Sandbox Confiner
-	// CheckWrite fences the file tools; nil leaves them unfenced.
+	// CheckWrite fences the file tools' writes; nil leaves them unfenced.
 	CheckWrite WriteChecker
+	// CheckRead fences the file tools' reads (sandbox.Policy.CheckRead:
+	// the deny-read list and read confinement of the session's policy);
+	// nil leaves them unfenced.
+	CheckRead ReadChecker
 	// Workspace is the writable root; "" is each call's cwd (the session
 	// cwd).
 	Workspace string
@@ -36,6 +40,9 @@ type Config struct {
 	// write, so a file trusted mid-session is protected from then on; nil
 	// protects nothing extra.
 	Protected func() []string
+	// DenyRead are the paths no command and no file tool may read
+	// (sandbox.Policy.DenyRead).
+	DenyRead []string
 	// Rules are the configured permission rules.
 	Rules []Rule
 	// Human answers asks (a Terminal); nil when no one is attached.
@@ -61,6 +68,8 @@ type Session struct {
 	Approvals *Service
 	// Fence is nil when Config.CheckWrite is.
 	Fence tool.Guard
+	// ReadFence is nil when Config.CheckRead is.
+	ReadFence tool.Guard
 
 	workspace string
 	roots     []string
@@ -80,7 +89,7 @@ func New(cfg Config) (*Session, error) {
 	}
 	s.Confiner = &BashConfiner{Sandbox: cfg.Sandbox, Log: cfg.Log, Defaults: cfg.Defaults,
 		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants, PlanMode: cfg.PlanMode,
-		ConfineReads: cfg.ConfineReads, ReadRoots: cfg.ReadRoots}
+		ConfineReads: cfg.ConfineReads, ReadRoots: cfg.ReadRoots, DenyRead: cfg.DenyRead}
 	s.Confiner.Protected = cfg.Protected
 	s.Escalation = &Escalation{Log: cfg.Log, Defaults: cfg.Defaults, Grants: s.Grants}
 	s.Approvals = &Service{Log: cfg.Log, State: s.State, Human: cfg.Human}
@@ -98,6 +107,9 @@ func New(cfg Config) (*Session, error) {
 	if cfg.CheckWrite != nil {
 		s.Fence = WriteFence(cfg.CheckWrite, s.Confiner.Policy)
 	}
+	if cfg.CheckRead != nil {
+		s.ReadFence = ReadFence(cfg.CheckRead, s.Confiner.Policy)
+	}
 	return s, nil
 }
 
@@ -107,7 +119,7 @@ func (s *Session) State() State { return s.Defaults.Current(s.Log) }
 // Install wires the machinery into a session's pipeline and runtime
 // context: the rules and the escalation check as tools/pre-execute
 // middleware (each consults the rest of the chain, so either's deny
-// wins and their asks merge), the write fence as a guard, the approval
+// wins and their asks merge), the write and read fences as guards, the approval
 // service, and the sandbox:policy and approval:policy sections. The bash
 // tool is wired separately: bash.Options{Confine: s.Confiner.Confine}.
 func (s *Session) Install(p *tool.Pipeline, rt *prompt.Runtime) {
@@ -117,6 +129,9 @@ func (s *Session) Install(p *tool.Pipeline, rt *prompt.Runtime) {
 	p.UsePreExecute(s.Escalation.PreExecute)
 	if s.Fence != nil {
 		p.UseGuard(s.Fence)
+	}
+	if s.ReadFence != nil {
+		p.UseGuard(s.ReadFence)
 	}
 	p.SetApprover(s.Approvals)
 	if rt != nil {

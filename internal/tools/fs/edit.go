@@ -91,7 +91,7 @@ func edit(o Options, c *tool.Call) (tool.Result, error) {
 	if _, err := os.Stat(e.path); os.IsNotExist(err) && e.old == "" {
 		return editWrite(o, c, e.path, NewReplacement("", "", e.new, []int{0}))
 	}
-	content, cur, err := ReadText(e.path, o.MaxEditBytes)
+	content, cur, err := o.FenceFor(c).ReadText(e.path, o.MaxEditBytes)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -126,7 +126,7 @@ func edit(o Options, c *tool.Call) (tool.Result, error) {
 // editWrite writes r.After to path and renders the result.
 func editWrite(o Options, c *tool.Call, path string, r Replacement) (tool.Result, error) {
 	data := []byte(r.After)
-	fi, created, err := WriteFileAtomic(path, data, newFilePerm)
+	fi, created, err := o.FenceFor(c).WriteFileAtomic(path, data, newFilePerm)
 	if err != nil {
 		return tool.Result{}, err
 	}

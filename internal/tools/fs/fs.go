@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -90,6 +91,12 @@ type Options struct {
 	// image input; nil or false makes read_image fail with
 	// IMAGES_UNSUPPORTED.
 	Images func(c *tool.Call) bool
+	// Policy returns the sandbox policy of a call (the permission
+	// layer's BashConfiner.Policy, the same the permission guards check),
+	// which the tools then apply while they work: reads check the file
+	// they opened, writes go through a directory opened beneath a
+	// writable root (see [Fence]). Nil leaves the tools unfenced.
+	Policy func(c *tool.Call) sandbox.Policy
 }
 
 // sharedTracker backs Options with a nil Tracker.

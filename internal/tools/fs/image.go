@@ -112,7 +112,7 @@ func readImage(o Options, c *tool.Call) (tool.Result, error) {
 	if err != nil {
 		return tool.Result{}, err
 	}
-	f, fi, err := OpenRegular(path)
+	f, fi, err := o.FenceFor(c).Open(path)
 	if err != nil {
 		return tool.Result{}, err
 	}

@@ -84,7 +84,7 @@ func read(o Options, c *tool.Call) (tool.Result, error) {
 	if err != nil {
 		return tool.Result{}, err
 	}
-	v, err := ViewFile(path, ViewOptions{Offset: offset, Limit: limit, MaxBytes: o.MaxReadBytes, MaxLineChars: o.MaxLineChars})
+	v, err := ViewFile(path, ViewOptions{Offset: offset, Limit: limit, MaxBytes: o.MaxReadBytes, MaxLineChars: o.MaxLineChars, Fence: o.FenceFor(c)})
 	if err != nil {
 		return tool.Result{}, err
 	}

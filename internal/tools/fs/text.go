@@ -13,7 +13,13 @@ import (
 // IS_DIRECTORY, NOT_REGULAR_FILE, FILE_TOO_LARGE (over maxBytes) or BINARY_FILE tool
 // errors.
 func ReadText(path string, maxBytes int) (string, FileState, error) {
-	f, fi, err := OpenRegular(path)
+	return Fence{}.ReadText(path, maxBytes)
+}
+
+// ReadText is the package's ReadText under the fence: a file the
+// call's policy may not read is refused before any byte is returned.
+func (fc Fence) ReadText(path string, maxBytes int) (string, FileState, error) {
+	f, fi, err := fc.Open(path)
 	if err != nil {
 		return "", FileState{}, err
 	}

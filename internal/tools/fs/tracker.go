@@ -32,7 +32,12 @@ func StateOf(fi os.FileInfo, content []byte) FileState {
 // streaming it through the hash rather than loading it. Its errors are
 // tool errors (see [OpenRegular]).
 func HashFile(path string) (FileState, error) {
-	f, fi, err := OpenRegular(path)
+	return Fence{}.HashFile(path)
+}
+
+// HashFile is the package's HashFile under the fence.
+func (fc Fence) HashFile(path string) (FileState, error) {
+	f, fi, err := fc.Open(path)
 	if err != nil {
 		return FileState{}, err
 	}

@@ -28,6 +28,8 @@ type ViewOptions struct {
 	// MaxLineChars cuts longer lines (with a marker); 0 or less keeps
 	// lines whole.
 	MaxLineChars int
+	// Fence is the call's sandbox fence; the zero Fence reads anything.
+	Fence Fence
 }
 
 // View is a line-numbered rendering of part of a text file, in the
@@ -58,7 +60,7 @@ type View struct {
 // memory. It fails with FILE_NOT_FOUND, IS_DIRECTORY, NOT_REGULAR_FILE or
 // BINARY_FILE tool errors.
 func ViewFile(path string, o ViewOptions) (View, error) {
-	f, fi, err := OpenRegular(path)
+	f, fi, err := o.Fence.Open(path)
 	if err != nil {
 		return View{}, err
 	}

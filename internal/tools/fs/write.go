@@ -59,6 +59,7 @@ func write(o Options, c *tool.Call) (tool.Result, error) {
 	if err != nil {
 		return tool.Result{}, err
 	}
+	fc := o.FenceFor(c)
 	unlock := o.Tracker.Lock(path)
 	defer unlock()
 	switch fi, err := os.Stat(path); {
@@ -66,7 +67,7 @@ func write(o Options, c *tool.Call) (tool.Result, error) {
 		if err := CheckRegular(path, fi); err != nil {
 			return tool.Result{}, err
 		}
-		cur, err := HashFile(path)
+		cur, err := fc.HashFile(path)
 		if err != nil {
 			return tool.Result{}, err
 		}
@@ -77,7 +78,7 @@ func write(o Options, c *tool.Call) (tool.Result, error) {
 		return tool.Result{}, statError(path, err)
 	}
 	data := []byte(content)
-	fi, created, err := WriteFileAtomic(path, data, newFilePerm)
+	fi, created, err := fc.WriteFileAtomic(path, data, newFilePerm)
 	if err != nil {
 		return tool.Result{}, err
 	}

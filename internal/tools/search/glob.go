@@ -15,6 +15,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/dsh-dev/dsh/internal/tool"
+	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
 )
 
 //go:embed glob.md
@@ -64,13 +65,15 @@ func globExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 	if err != nil {
 		return tool.Result{}, err
 	}
-	dir, fi, err := resolvePath(f, c.Cwd, pathArg)
+	fc := fstools.NewFence(o.Policy, c)
+	dir, fi, err := resolvePath(f, c.Cwd, pathArg, fc)
 	if err != nil {
 		return tool.Result{}, err
 	}
 	if !fi.IsDir() {
 		return tool.Result{}, f.invalid("path %s is not a directory", dir)
 	}
+	var denied []string
 	q, err := newGlobQuery(f, dir, pattern)
 	if err != nil {
 		return tool.Result{}, err
@@ -79,6 +82,8 @@ func globExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 	if st, err := os.Stat(q.root); err == nil && st.IsDir() {
 		err = walk(ctx, &walkSpec{
 			root:    q.root,
+			fence:   fc,
+			denied:  &denied,
 			hidden:  q.hidden,
 			descend: q.descend,
 			visit: func(fr fileRef) error {
@@ -110,7 +115,7 @@ func globExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 		fmt.Fprintf(&b, "\n[%d more not shown: listed the %d most recently modified of %d matching files; narrow the pattern or the path to see the rest]\n",
 			more, len(files), top.total)
 	}
-	res := tool.Text(strings.TrimRight(b.String(), "\n"))
+	res := tool.Text(strings.TrimRight(b.String(), "\n") + deniedNote(denied))
 	res.Meta, _ = json.Marshal(globMeta{Root: q.root, Pattern: q.pattern, Total: top.total, Shown: len(files)})
 	return res, nil
 }

@@ -179,6 +179,10 @@ type query struct {
 	inRepo      bool
 	// clipped is set by a backend whose output was cut short.
 	clipped bool
+	// fence is the call's read fence; denied lists the directories the
+	// walk skipped because of it.
+	fence  fstools.Fence
+	denied *[]string
 }
 
 // fileCount is a file with matches and how many lines a match starts on.
@@ -231,11 +235,13 @@ func grepExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 	if err != nil {
 		return tool.Result{}, err
 	}
-	root, fi, err := resolvePath(f, c.Cwd, a.path)
+	fc := fstools.NewFence(o.Policy, c)
+	root, fi, err := resolvePath(f, c.Cwd, a.path, fc)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	q := &query{
+	var denied []string
+	q := &query{fence: fc, denied: &denied,
 		root: root, isFile: !fi.IsDir(), pattern: a.pattern,
 		ignoreCase: a.ignoreCase, multiline: a.multiln, include: a.include,
 		before: a.before, after: a.after, maxFileSize: o.MaxFileSize,
@@ -250,7 +256,9 @@ func grepExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 		}
 	}
 	var be backend = goBackend{workers: o.Workers}
-	if o.Ripgrep != "" {
+	if o.Ripgrep != "" && !fc.LimitsReads() {
+		// rg opens what it walks by name; under a read fence the Go
+		// backend checks every opened directory and file instead.
 		be = &rgBackend{path: o.Ripgrep}
 	}
 	meta := grepMeta{Backend: be.name(), Root: root, Mode: a.mode}
@@ -292,6 +300,7 @@ func grepExecute(ctx context.Context, o Options, c *tool.Call) (tool.Result, err
 	if err != nil {
 		return tool.Result{}, err
 	}
+	text += deniedNote(denied)
 	if q.clipped {
 		meta.Clipped = true
 		text += "\n[the search produced more output than could be read; results are incomplete — narrow the search]"

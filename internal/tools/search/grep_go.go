@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
 )
 
 // goBackend searches with the standard library: one goroutine walks the
@@ -32,7 +34,7 @@ func (b goBackend) poolSize() int {
 // worker goroutines; fn must not keep data.
 func (b goBackend) each(ctx context.Context, q *query, fn func(path string, data []byte)) error {
 	if q.isFile {
-		if data, ok := readCandidate(q.root, q.maxFileSize, nil); ok {
+		if data, ok := readCandidate(q.fence, q.root, q.maxFileSize, nil); ok {
 			fn(q.root, data)
 		}
 		return ctx.Err()
@@ -46,7 +48,7 @@ func (b goBackend) each(ctx context.Context, q *query, fn func(path string, data
 				if ctx.Err() != nil {
 					continue // drain, so the walker never blocks on a full channel
 				}
-				data, ok := readCandidate(p, q.maxFileSize, buf)
+				data, ok := readCandidate(q.fence, p, q.maxFileSize, buf)
 				if ok {
 					fn(p, data)
 				}
@@ -54,7 +56,7 @@ func (b goBackend) each(ctx context.Context, q *query, fn func(path string, data
 			}
 		})
 	}
-	err := walk(ctx, &walkSpec{root: q.root, include: q.overrides, visit: func(f fileRef) error {
+	err := walk(ctx, &walkSpec{root: q.root, include: q.overrides, fence: q.fence, denied: q.denied, visit: func(f fileRef) error {
 		select {
 		case paths <- f.abs:
 			return nil
@@ -118,7 +120,7 @@ func (b goBackend) lines(ctx context.Context, q *query, files []string, limit in
 				if i >= len(files) || ctx.Err() != nil {
 					return
 				}
-				data, ok := readCandidate(files[i], q.maxFileSize, buf)
+				data, ok := readCandidate(q.fence, files[i], q.maxFileSize, buf)
 				if ok {
 					out[i] = fileLines{path: files[i], lines: contentLines(q, data, limit)}
 				}
@@ -133,7 +135,9 @@ func (b goBackend) lines(ctx context.Context, q *query, files []string, limit in
 // readCandidate reads a file into buf (grown as needed) unless it is not
 // a regular file, is larger than maxSize or looks binary; ok reports whether
 // it should be searched. The returned slice is for reuse either way.
-func readCandidate(path string, maxSize int64, buf []byte) (data []byte, ok bool) {
+// A file the read fence refuses once opened (a symlink swapped in since
+// the walk listed it) is skipped.
+func readCandidate(fc fstools.Fence, path string, maxSize int64, buf []byte) (data []byte, ok bool) {
 	// The walk lists only regular files, but one may have been replaced
 	// by a FIFO since; openRegular neither blocks nor accepts it.
 	f, fi, err := openRegular(path)
@@ -141,6 +145,9 @@ func readCandidate(path string, maxSize int64, buf []byte) (data []byte, ok bool
 		return buf, false
 	}
 	defer f.Close()
+	if fc.CheckOpened(path, f) != nil {
+		return buf, false
+	}
 	if fi.Size() > maxSize {
 		return buf, false
 	}

@@ -80,10 +80,10 @@ func TestOpenRegularRefusesFIFO(t *testing.T) {
 	if _, _, err := openRegular(filepath.Join(dir, "pipe")); !errors.Is(err, errNotRegular) {
 		t.Fatalf("openRegular(FIFO) = %v", err)
 	}
-	if _, ok := readCandidate(filepath.Join(dir, "pipe"), 1<<20, nil); ok {
+	if _, ok := readCandidate(fstools.Fence{}, filepath.Join(dir, "pipe"), 1<<20, nil); ok {
 		t.Fatal("readCandidate accepted a FIFO")
 	}
-	if data, ok := readCandidate(filepath.Join(dir, "a.txt"), 1<<20, nil); !ok || string(data) != "hello\n" {
+	if data, ok := readCandidate(fstools.Fence{}, filepath.Join(dir, "a.txt"), 1<<20, nil); !ok || string(data) != "hello\n" {
 		t.Fatalf("readCandidate of a regular file: %q %v", data, ok)
 	}
 }

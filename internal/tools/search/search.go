@@ -23,7 +23,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
+	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
 )
 
 // Model-facing tool names.
@@ -76,6 +78,16 @@ type Options struct {
 	// MaxOutputBytes bounds grep's content output, whatever the line
 	// limit and context ask for; 0 means DefaultMaxOutput.
 	MaxOutputBytes int
+	// Policy returns a call's sandbox policy, whose read rules (the
+	// deny-read list, read confinement) the tools apply while they walk:
+	// a denied root is an error, a denied subdirectory is skipped and
+	// reported, and every directory and file is checked after it is
+	// opened (the descriptor's real name), so a symlink swapped in
+	// during the walk cannot lead into a denied place. Under an active
+	// policy grep searches with the Go backend, which makes those checks
+	// (rg opens files by name) whenever the policy can refuse a read.
+	// Nil leaves the tools unfenced.
+	Policy func(c *tool.Call) sandbox.Policy
 	// Timeout bounds one call (Definition.Timeout); 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -156,7 +168,9 @@ func (f fields) integer(name string, lo, hi int) (int, bool, error) { return f.I
 
 // resolvePath resolves a path argument against the session cwd (relative
 // paths, ~) and checks that it exists. An empty arg is the cwd itself.
-func resolvePath(t fields, cwd, arg string) (string, os.FileInfo, error) {
+// The read fence is checked first, so a denied path is refused whether
+// it exists or not.
+func resolvePath(t fields, cwd, arg string, fc fstools.Fence) (string, os.FileInfo, error) {
 	base := cwd
 	if base == "" {
 		var err error
@@ -177,6 +191,9 @@ func resolvePath(t fields, cwd, arg string) (string, os.FileInfo, error) {
 		}
 	}
 	p = filepath.Clean(p)
+	if err := fc.CheckRead(p); err != nil {
+		return "", nil, err
+	}
 	fi, err := os.Stat(p)
 	if err != nil {
 		if arg == "" { // a broken session cwd is not the model's fault

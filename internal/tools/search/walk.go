@@ -2,10 +2,16 @@ package search
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/dsh-dev/dsh/internal/tool"
+	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
 )
 
 // walkSpec describes one directory walk. The walk visits regular files in
@@ -27,6 +33,10 @@ type walkSpec struct {
 	descend func(rel []string) bool
 	// include is grep's file filter, with rg's override semantics.
 	include *overrides
+	// fence is the call's read fence: a directory it refuses once opened
+	// is skipped and added to denied (a refused root fails the walk).
+	fence  fstools.Fence
+	denied *[]string
 	// visit is called for each file, from the walking goroutine; a non-nil
 	// error stops the walk and is returned.
 	visit func(f fileRef) error
@@ -83,8 +93,11 @@ func walkDir(ctx context.Context, spec *walkSpec, dir, rel string, st walkState,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := readDir(spec, dir)
 	if err != nil {
+		if isRoot && isDenied(err) {
+			return err
+		}
 		return nil
 	}
 	if !isRoot {
@@ -129,6 +142,46 @@ func walkDir(ctx context.Context, spec *walkSpec, dir, rel string, st walkState,
 		}
 	}
 	return nil
+}
+
+// readDir lists dir, sorted, after the fence checked the directory it
+// opened: the walk lists entries by name and a subdirectory may have
+// been swapped for a symlink since, which the open would follow.
+func readDir(spec *walkSpec, dir string) ([]fs.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := spec.fence.CheckOpened(dir, f); err != nil {
+		if spec.denied != nil {
+			*spec.denied = append(*spec.denied, dir)
+		}
+		return nil, err
+	}
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
+
+// isDenied reports whether err is the read fence's refusal.
+func isDenied(err error) bool {
+	var te *tool.Error
+	return errors.As(err, &te) && te.Code == fstools.CodeAccessDenied
+}
+
+// deniedNote tells the model which directories a search skipped because
+// the sandbox denies reading them; "" when none.
+func deniedNote(denied []string) string {
+	if len(denied) == 0 {
+		return ""
+	}
+	const shown = 5
+	list := strings.Join(denied[:min(len(denied), shown)], ", ")
+	if len(denied) > shown {
+		list += fmt.Sprintf(" and %d more", len(denied)-shown)
+	}
+	return "\n[sandbox: skipped what the sandbox denies reading: " + list + "]"
 }
 
 // admit applies the include overrides, the hidden rule and the ignore

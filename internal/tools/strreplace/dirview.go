@@ -1,11 +1,15 @@
 package strreplace
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/dsh-dev/dsh/internal/tool"
+	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
 	"github.com/dsh-dev/dsh/internal/tools/search"
 )
 
@@ -23,12 +27,15 @@ var alwaysIgnored = map[string]bool{"node_modules": true, "__pycache__": true}
 // `find dir -maxdepth 2 -not -path '*/.*'`, directories marked with a
 // trailing slash. An ignored directory is listed on one line, marked, and
 // not entered (see ignoredDir).
-func listDir(o Options, dir string) string {
+func listDir(o Options, fc fstools.Fence, dir string) (string, error) {
+	entries, err := readDir(fc, dir)
+	if isDenied(err) {
+		return "", err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Here's the files and directories up to 2 levels deep in %s, excluding hidden items and the contents of ignored directories:\n%s\n", dir, dir)
 	l := lister{o: o, b: &b}
 	root := search.IgnoreRoot(dir)
-	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue
@@ -51,7 +58,14 @@ func listDir(o Options, dir string) string {
 		}
 		// An unreadable subdirectory is listed without its contents
 		// rather than failing the whole view.
-		sub, _ := os.ReadDir(p)
+		sub, err := readDir(fc, p)
+		if isDenied(err) {
+			// A denied subdirectory is named, its contents never.
+			if !l.line(p + "/" + deniedNote) {
+				break
+			}
+			continue
+		}
 		ig := root.Enter(e.Name(), sub)
 		for _, s := range sub {
 			if strings.HasPrefix(s.Name(), ".") {
@@ -76,7 +90,37 @@ func listDir(o Options, dir string) string {
 	if l.clipped {
 		b.WriteString(clippedNote)
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// deniedNote follows a directory the sandbox policy does not let the
+// tools read.
+const deniedNote = " (denied by the sandbox: contents not listed)"
+
+// readDir lists dir under the fence: the path is checked, then the
+// opened directory (its descriptor's real name), so a symlink swapped in
+// between cannot list a denied directory.
+func readDir(fc fstools.Fence, dir string) ([]os.DirEntry, error) {
+	if err := fc.CheckRead(dir); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := fc.CheckOpened(dir, f); err != nil {
+		return nil, err
+	}
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
+}
+
+// isDenied reports whether err is the fence's refusal.
+func isDenied(err error) bool {
+	var te *tool.Error
+	return errors.As(err, &te) && te.Code == fstools.CodeAccessDenied
 }
 
 // lister writes listing lines within the output bounds.

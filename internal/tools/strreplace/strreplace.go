@@ -21,6 +21,7 @@ import (
 
 	fstools "github.com/dsh-dev/dsh/internal/tools/fs"
 
+	"github.com/dsh-dev/dsh/internal/sandbox"
 	"github.com/dsh-dev/dsh/internal/tool"
 )
 
@@ -63,6 +64,11 @@ type Options struct {
 	// counts as a view and the other way round. Nil means a tracker of
 	// this tool's own.
 	Tracker *fstools.Tracker `yaml:"-"`
+	// Policy returns a call's sandbox policy, which the tool applies
+	// while it works (fs.Fence): views check the file they opened,
+	// writes go through a directory opened beneath a writable root. Nil
+	// leaves the tool unfenced.
+	Policy func(c *tool.Call) sandbox.Policy `yaml:"-"`
 }
 
 // New returns the tool definition. A view changes nothing, so view calls
@@ -130,16 +136,17 @@ func execute(o Options, c *tool.Call) (tool.Result, error) {
 	if err != nil {
 		return tool.Result{}, err
 	}
+	fc := fstools.NewFence(o.Policy, c)
 	var text, diff string
 	switch cmd {
 	case "view":
-		text, err = view(o, c, a, path)
+		text, err = view(o, fc, c, a, path)
 	case "create":
-		text, diff, err = create(o, c, a, path)
+		text, diff, err = create(o, fc, c, a, path)
 	case "str_replace":
-		text, diff, err = strReplace(o, c, a, path)
+		text, diff, err = strReplace(o, fc, c, a, path)
 	case "insert":
-		text, diff, err = insert(o, c, a, path)
+		text, diff, err = insert(o, fc, c, a, path)
 	default:
 		err = a.Invalid("unknown command %q; allowed options are: view, create, str_replace, insert", cmd)
 	}
@@ -161,9 +168,12 @@ func required(a fstools.Args, name, cmd string) (string, error) {
 	return s, err
 }
 
-func view(o Options, c *tool.Call, a fstools.Args, path string) (string, error) {
+func view(o Options, fc fstools.Fence, c *tool.Call, a fstools.Args, path string) (string, error) {
 	rng, hasRange, err := a.Ints("view_range")
 	if err != nil {
+		return "", err
+	}
+	if err := fc.CheckRead(path); err != nil {
 		return "", err
 	}
 	fi, err := os.Stat(path)
@@ -171,9 +181,9 @@ func view(o Options, c *tool.Call, a fstools.Args, path string) (string, error) 
 		if hasRange {
 			return "", a.Invalid("the `view_range` parameter is not allowed when `path` points to a directory")
 		}
-		return listDir(o, path), nil
+		return listDir(o, fc, path)
 	}
-	vo := fstools.ViewOptions{Offset: 1, MaxBytes: o.MaxOutputChars}
+	vo := fstools.ViewOptions{Offset: 1, MaxBytes: o.MaxOutputChars, Fence: fc}
 	if hasRange {
 		if len(rng) != 2 {
 			return "", a.Invalid("`view_range` must be a list of two integers, [start_line, end_line]")
@@ -207,7 +217,7 @@ func view(o Options, c *tool.Call, a fstools.Args, path string) (string, error) 
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-func create(o Options, c *tool.Call, a fstools.Args, path string) (string, string, error) {
+func create(o Options, fc fstools.Fence, c *tool.Call, a fstools.Args, path string) (string, string, error) {
 	content, err := required(a, "file_text", "create")
 	if err != nil {
 		return "", "", err
@@ -219,13 +229,13 @@ func create(o Options, c *tool.Call, a fstools.Args, path string) (string, strin
 			"file already exists at: %s. Cannot overwrite files using command `create`; use `str_replace` or `insert` to change it", path)
 	}
 	r := fstools.NewReplacement("", "", content, []int{0})
-	if err := commit(o, c, path, r.After); err != nil {
+	if err := commit(o, fc, c, path, r.After); err != nil {
 		return "", "", err
 	}
 	return fmt.Sprintf("File created successfully at: %s", path), r.Diff(path), nil
 }
 
-func strReplace(o Options, c *tool.Call, a fstools.Args, path string) (string, string, error) {
+func strReplace(o Options, fc fstools.Fence, c *tool.Call, a fstools.Args, path string) (string, string, error) {
 	old, err := required(a, "old_str", "str_replace")
 	if err != nil {
 		return "", "", err
@@ -245,7 +255,7 @@ func strReplace(o Options, c *tool.Call, a fstools.Args, path string) (string, s
 	}
 	unlock := o.Tracker.Lock(path)
 	defer unlock()
-	content, cur, err := fstools.ReadText(path, o.MaxEditBytes)
+	content, cur, err := fc.ReadText(path, o.MaxEditBytes)
 	if err != nil {
 		return "", "", err
 	}
@@ -272,14 +282,14 @@ func strReplace(o Options, c *tool.Call, a fstools.Args, path string) (string, s
 			"no replacement was performed: multiple occurrences of old_str `%s` in lines %s. Include more context in old_str to make it unique", old, strings.Join(lines, ", "))
 	}
 	r := fstools.NewReplacement(content, o2, r2, offs)
-	if err := commit(o, c, path, r.After); err != nil {
+	if err := commit(o, fc, c, path, r.After); err != nil {
 		return "", "", err
 	}
 	ch := r.Changes[0]
 	return edited(path, r.After, ch.NewStart+1, ch.NewEnd), r.Diff(path), nil
 }
 
-func insert(o Options, c *tool.Call, a fstools.Args, path string) (string, string, error) {
+func insert(o Options, fc fstools.Fence, c *tool.Call, a fstools.Args, path string) (string, string, error) {
 	line, ok, err := a.Int("insert_line")
 	if err != nil {
 		return "", "", err
@@ -301,7 +311,7 @@ func insert(o Options, c *tool.Call, a fstools.Args, path string) (string, strin
 	}
 	unlock := o.Tracker.Lock(path)
 	defer unlock()
-	content, cur, err := fstools.ReadText(path, o.MaxEditBytes)
+	content, cur, err := fc.ReadText(path, o.MaxEditBytes)
 	if err != nil {
 		return "", "", err
 	}
@@ -333,7 +343,7 @@ func insert(o Options, c *tool.Call, a fstools.Args, path string) (string, strin
 		off, text = len(content), eol+trimEOL(text)
 	}
 	r := fstools.NewReplacement(content, "", text, []int{off})
-	if err := commit(o, c, path, r.After); err != nil {
+	if err := commit(o, fc, c, path, r.After); err != nil {
 		return "", "", err
 	}
 	return edited(path, r.After, line+1, line+fstools.LineCount(strings.TrimPrefix(text, eol))), r.Diff(path), nil
@@ -366,9 +376,9 @@ func fresh(o Options, c *tool.Call, path string, cur fstools.FileState, cmd stri
 }
 
 // commit writes content to path atomically and records the new state.
-func commit(o Options, c *tool.Call, path, content string) error {
+func commit(o Options, fc fstools.Fence, c *tool.Call, path, content string) error {
 	data := []byte(content)
-	fi, _, err := fstools.WriteFileAtomic(path, data, newFilePerm)
+	fi, _, err := fc.WriteFileAtomic(path, data, newFilePerm)
 	if err != nil {
 		return err
 	}
