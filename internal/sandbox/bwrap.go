@@ -86,6 +86,11 @@ func (b *Bwrap) binary() (string, error) {
 // unless told otherwise; the ones that reach past the sandbox (remount /
 // writable, ptrace, raw devices…) are dropped, as under Landlock.
 func baseArgs(network bool) []string {
+	return append(nsArgs(network), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+}
+
+// nsArgs are baseArgs without the mounts.
+func nsArgs(network bool) []string {
 	args := []string{"--die-with-parent", "--new-session", "--unshare-pid"}
 	if !network {
 		args = append(args, "--unshare-net")
@@ -95,7 +100,7 @@ func baseArgs(network bool) []string {
 			args = append(args, "--cap-drop", c)
 		}
 	}
-	return append(args, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+	return args
 }
 
 func (b *Bwrap) executable() (string, error) {
@@ -239,14 +244,12 @@ func (b *Bwrap) confineServed(argv []string, p Policy) (Confined, serverPlan, er
 // bwrapArgs turns a layout into bwrap options, returning what they leave
 // unprotected.
 func bwrapArgs(l layout, network bool) (args, gaps []string) {
-	args = baseArgs(network)
+	args = append(nsArgs(network), readCapArgs(l.reads)...)
+	args = append(args, rootArgs(l.reads)...)
 	// Parents before children: a later bind of a parent would hide an
-	// earlier bind beneath it.
-	writable := slices.Concat(l.temps, l.roots)
-	slices.Sort(writable)
-	for _, d := range slices.Compact(writable) {
-		args = append(args, "--bind", d, d)
-	}
+	// earlier bind beneath it. The deny-read mounts are sorted in with
+	// them (readlayout.go: the most specific entry wins).
+	args = append(args, orderedMounts(l.reads, slices.Concat(l.temps, l.roots))...)
 	if l.scratch != "" {
 		args = append(args, "--bind", l.scratch, l.scratch, "--setenv", "TMPDIR", l.scratch)
 	}
@@ -256,7 +259,7 @@ func bwrapArgs(l layout, network bool) (args, gaps []string) {
 	// Read-only binds come last so they win over the writable ones.
 	for _, g := range l.protected {
 		fi, err := os.Lstat(g)
-		if err != nil {
+		if err != nil || l.reads.denied(g) {
 			continue
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
@@ -267,5 +270,5 @@ func bwrapArgs(l layout, network bool) (args, gaps []string) {
 		}
 		args = append(args, "--ro-bind", g, g)
 	}
-	return args, gaps
+	return append(args, readFinalArgs(l.reads)...), gaps
 }

@@ -131,6 +131,13 @@ type helperSpec struct {
 	// Whole are granted writable entirely (temp dirs, scratch).
 	Whole     []string `json:"whole,omitempty"`
 	Protected []string `json:"protected,omitempty"`
+	// Deny are the deny-read entries: carved out of every grant, read
+	// and write (readlayout.go).
+	Deny []string `json:"deny,omitempty"`
+	// Read are the roots granted for reading (carved around Deny);
+	// empty, everything ("/") unless Confine.
+	Read    []string `json:"read,omitempty"`
+	Confine bool     `json:"confine,omitempty"`
 	// Shm grants /dev/shm (POSIX shared memory, e.g. Python
 	// multiprocessing) like a temp dir.
 	Shm     bool `json:"shm,omitempty"`
@@ -259,6 +266,7 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 			gaps = append(gaps, "git metadata inside the writable roots is writable (LooseGit)")
 		}
 	}
+	spec, gaps = landlockReads(spec, lay, gaps)
 	if abi < 3 {
 		gaps = append(gaps, fmt.Sprintf("truncating files outside the writable roots is not blocked (Landlock ABI %d < 3)", abi))
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,10 +76,19 @@ func (p Policy) checkResolvedRead(path, target string) error {
 	deny := func(reason string) error {
 		return &DeniedError{Path: path, Mode: p.Mode, Reason: reason}
 	}
-	for _, d := range resolvedAll(p.DenyRead) {
-		if within(target, d) {
-			return deny("reading " + d + " is denied by the sandbox's deny-read list")
+	// The most specific entry wins, as under the backends
+	// (readlayout.go): a workspace inside a denied directory stays
+	// readable, a denied directory inside the workspace does not.
+	denied := resolvedAll(p.DenyRead)
+	kept := resolvedAll(slices.Concat([]string{p.Workspace}, p.WritableRoots, p.ReadRoots))
+	if deniedBy(target, denied, kept) {
+		d := ""
+		for _, e := range denied {
+			if within(target, e) && len(e) > len(d) {
+				d = e
+			}
 		}
+		return deny("reading " + d + " is denied by the sandbox's deny-read list")
 	}
 	if p.ConfineReads {
 		if withinAny(target, p.readRoots()) == "" {
@@ -127,6 +137,65 @@ func configPaths(root string) []string {
 		}
 	}
 	return out
+}
+
+// configProtected is configPaths(root) for a layout: each existing
+// entry and, for a symlink (which a bind mount or a Landlock grant
+// cannot carve out by itself), its target.
+func configProtected(root string) []string {
+	var out []string
+	for _, c := range configPaths(root) {
+		out = append(out, c)
+		if fi, err := os.Lstat(c); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			if t, err := resolvePath("/", c); err == nil {
+				if _, err := os.Stat(t); err == nil {
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// policyProtected are p.Protected that exist, relative ones taken
+// against the workspace ws: each as named and resolved.
+func policyProtected(p Policy, ws string) []string {
+	var out []string
+	for _, name := range protectedNames(p, ws) {
+		if _, err := os.Lstat(name); err == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// protectedNames are the paths that writes must not reach beyond the
+// git metadata, whether they exist or not: each root's configuration
+// directories (configDirNames) and p.Protected, each as named and
+// resolved through its existing symlinks.
+func protectedNames(p Policy, roots ...string) []string {
+	var names []string
+	for _, r := range roots {
+		for _, n := range configDirNames {
+			names = append(names, filepath.Join(r, n))
+		}
+	}
+	base := "/"
+	if len(roots) > 0 {
+		base = roots[0]
+	}
+	for _, pr := range p.Protected {
+		if pr == "" {
+			continue
+		}
+		if !filepath.IsAbs(pr) {
+			pr = filepath.Join(base, pr)
+		}
+		names = append(names, filepath.Clean(pr))
+	}
+	out := resolvedAll(names)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // configDirNames are the per-repository configuration directories of dsh
