@@ -256,6 +256,7 @@ func bwrapArgs(l layout, network bool) (args, gaps []string) {
 	if l.tmpdir != "" {
 		args = append(args, "--setenv", "TMPDIR", l.tmpdir)
 	}
+	args = append(args, pinParents(l)...)
 	// Read-only binds come last so they win over the writable ones.
 	for _, g := range l.protected {
 		fi, err := os.Lstat(g)

@@ -263,7 +263,7 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 			spec.Protected = append(spec.Protected, g)
 		}
 		if looseGit && len(lay.protected) > 0 {
-			gaps = append(gaps, "git metadata inside the writable roots is writable (LooseGit)")
+			gaps = append(gaps, "git metadata and the protected configuration (.dsh, .claude, .codex, Policy.Protected) inside the writable roots are writable (LooseGit)")
 		}
 	}
 	spec, gaps = landlockReads(spec, lay, gaps)
