@@ -58,7 +58,9 @@ type BashConfiner struct {
 	// UnixSockets are the UNIX sockets outside the workspace that
 	// commands may connect to, in every confined mode.
 	UnixSockets []string
-	Grants      *Grants
+	// Reads are applied to every confined policy (see Reads).
+	Reads  Reads
+	Grants *Grants
 	// PlanMode, when it reports true, clamps every command to the
 	// read-only sandbox and ignores escalation grants (see Config).
 	PlanMode func() bool
@@ -81,7 +83,34 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 	}
 	p := policyFor(mode, ws, b.WritableRoots, false)
 	p.UnixSockets = slices.Clone(b.UnixSockets)
+	b.Reads.apply(&p)
 	return p
+}
+
+// Reads is the read side of a session's sandbox policy, and the paths
+// that stay read-only besides the git metadata and the agent
+// configuration: the same in every confined mode and through an
+// escalation short of danger-full-access (which is unconfined by
+// design).
+type Reads struct {
+	// DenyRead are the absolute paths no confined command or file tool
+	// may read (sandbox.DefaultDenyRead adjusted by the configuration).
+	DenyRead []string
+	// ConfineReads limits reads to the workspace, the writable roots,
+	// ReadRoots and the system directories.
+	ConfineReads bool
+	// ReadRoots are readable although inside a DenyRead entry, and
+	// under ConfineReads beside the system directories.
+	ReadRoots []string
+	// Protected stay read-only inside the writable roots.
+	Protected []string
+}
+
+func (r Reads) apply(p *sandbox.Policy) {
+	p.DenyRead = slices.Clone(r.DenyRead)
+	p.ConfineReads = r.ConfineReads
+	p.ReadRoots = slices.Clone(r.ReadRoots)
+	p.Protected = slices.Clone(r.Protected)
 }
 
 func (b *BashConfiner) planMode() bool { return b.PlanMode != nil && b.PlanMode() }
@@ -105,6 +134,7 @@ func (b *BashConfiner) Confine(c *tool.Call, argv []string) (bash.Confinement, e
 		if g.Mode.Rank() > p.Mode.Rank() {
 			p = policyFor(g.Mode, p.Workspace, b.WritableRoots, p.Network)
 			p.UnixSockets = slices.Clone(b.UnixSockets)
+			b.Reads.apply(&p)
 		}
 		p.Network = p.Network || g.Network
 	}

@@ -24,6 +24,10 @@ type Config struct {
 	// UnixSockets are the pathname UNIX sockets outside the workspace
 	// that confined commands may connect to (sandbox.Policy.UnixSockets).
 	UnixSockets []string
+	// Reads are what confined commands and the file tools may read
+	// (sandbox.Policy's DenyRead, ConfineReads, ReadRoots) and the extra
+	// paths that stay read-only (Protected), in every confined mode.
+	Reads Reads
 	// Rules are the configured permission rules.
 	Rules []Rule
 	// Human answers asks (a Terminal); nil when no one is attached.
@@ -67,7 +71,7 @@ func New(cfg Config) (*Session, error) {
 		s.Rules = r
 	}
 	s.Confiner = &BashConfiner{Sandbox: cfg.Sandbox, Log: cfg.Log, Defaults: cfg.Defaults,
-		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants, PlanMode: cfg.PlanMode}
+		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Reads: cfg.Reads, Grants: s.Grants, PlanMode: cfg.PlanMode}
 	s.Escalation = &Escalation{Log: cfg.Log, Defaults: cfg.Defaults, Grants: s.Grants}
 	s.Approvals = &Service{Log: cfg.Log, State: s.State, Human: cfg.Human}
 	if cfg.Reviewer != nil {
@@ -109,7 +113,7 @@ func (s *Session) Install(p *tool.Pipeline, rt *prompt.Runtime) {
 		human := s.Approvals.Human != nil
 		for _, sec := range RuntimeSections(RuntimeOptions{
 			State: s.State, Workspace: s.workspaceText(), WritableRoots: s.roots, UnixSockets: s.sockets,
-			Human: func() bool { return human }, Reviewer: s.reviewer, PlanMode: s.Confiner.PlanMode,
+			Human: func() bool { return human }, Reviewer: s.reviewer, PlanMode: s.Confiner.PlanMode, Reads: s.Confiner.Reads,
 		}) {
 			rt.Add(sec)
 		}

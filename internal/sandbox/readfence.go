@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -96,6 +97,23 @@ func (p Policy) checkResolvedRead(path, target string) error {
 		}
 	}
 	return nil
+}
+
+// ReadDenialIn returns the DenyRead entry that a refused command's
+// output names (a tool prints the path it could not open), or "": the
+// result can then say that a read was refused, and why, instead of
+// suggesting a write escalation.
+func (p Policy) ReadDenialIn(output []byte) string {
+	if p.Mode == DangerFullAccess {
+		return ""
+	}
+	best := ""
+	for _, d := range p.DenyRead {
+		if d != "" && len(d) > len(best) && bytes.Contains(output, []byte(d)) {
+			best = d
+		}
+	}
+	return best
 }
 
 // readRoots are the roots a read-confined policy may read, resolved.
