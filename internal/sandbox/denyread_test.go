@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,6 +85,14 @@ func TestDenyReadBothBackends(t *testing.T) {
 					"redirect":        `while read l; do echo "$l"; done < "$H/.netrc"`,
 					"mount namespace": `unshare -Urm sh -c 'umount "$H/.ssh" 2>/dev/null; umount "$H/.netrc" 2>/dev/null; cat "$H/.ssh/id_rsa" "$H/.netrc"'`,
 				}
+				// A non-recursive bind of a parent would show what the deny
+				// mounts cover, were the kernel not to refuse it for mounts
+				// locked into a less privileged namespace.
+				denied["bind parent"] = `unshare -Urm sh -c 'mount --bind "$H" "$PWD" && cat "$PWD/.ssh/id_rsa" "$PWD/.netrc"'`
+				if _, err := exec.LookPath("python3"); err == nil {
+					// O_PATH needs no right; reopening through /proc must.
+					denied["O_PATH reopen"] = `python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_PATH); print(open("/proc/self/fd/%d" % fd).read())' "$H/.netrc"`
+				}
 				if mode == WorkspaceWrite {
 					denied["hard link"] = `ln "$H/.ssh/id_rsa" hl && cat hl`
 					denied["new symlink"] = `ln -sf "$H/.dsh/dsh.db" db-link && cat db-link`
@@ -102,7 +111,7 @@ func TestDenyReadBothBackends(t *testing.T) {
 					if code == 0 {
 						t.Errorf("%s: the command succeeded (an empty file is no denial): %q", name, out)
 					}
-					if name != "mount namespace" && name != "grep recursive" && !c.Denied(code, []byte(out)) {
+					if name != "mount namespace" && name != "bind parent" && name != "grep recursive" && !c.Denied(code, []byte(out)) {
 						t.Errorf("%s: exit %d %q is not recognised as a sandbox denial", name, code, out)
 					}
 				}
@@ -226,5 +235,45 @@ func TestCheckReadDenyAndConfine(t *testing.T) {
 	full.Mode = DangerFullAccess
 	if err := full.CheckRead(filepath.Join(h.home, ".ssh", "id_rsa")); err != nil {
 		t.Errorf("danger-full-access: %v", err)
+	}
+}
+
+// With the real $HOME and the default deny-read list, everyday tools
+// still work in workspace-write: git reads ~/.gitconfig, go builds with
+// its caches in ~/.cache (a writable root, as dsh's default profile
+// makes it).
+func TestDenyReadDefaultsKeepToolsWorking(t *testing.T) {
+	requireBash(t)
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip("no home directory")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Skip("no cache directory")
+	}
+	goBin, goErr := exec.LookPath("go")
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			f := newFixture(t)
+			mustMkdir(t, filepath.Join(f.ws, "hello"))
+			mustWrite(t, filepath.Join(f.ws, "hello", "go.mod"), "module hello\n\ngo 1.21\n")
+			mustWrite(t, filepath.Join(f.ws, "hello", "main.go"), "package main\n\nfunc main() { println(\"built\") }\n")
+			p := Policy{Mode: WorkspaceWrite, Workspace: f.ws, WritableRoots: []string{cache},
+				DenyRead: DefaultDenyRead(home, filepath.Join(home, ".dsh"))}
+			script := `git --version && git config --global --list >/dev/null 2>&1; git -C hello init -q && git -C hello status --short >/dev/null && echo git-ok`
+			if goErr == nil {
+				script += ` && cd hello && "$GOBIN_PATH" run . 2>&1`
+			}
+			c, err := b.Confine([]string{"bash", "-c", script}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out := run(t, c, f.ws, "GOBIN_PATH="+goBin, "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+			if code != 0 || !strings.Contains(out, "git-ok") || (goErr == nil && !strings.Contains(out, "built")) {
+				t.Fatalf("exit %d: %s", code, out)
+			}
+		})
 	}
 }
