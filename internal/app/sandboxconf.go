@@ -55,7 +55,8 @@ func (d sandboxDef) validate() error {
 
 // reads resolves the block for a user whose $DSH_HOME is dshHome.
 //
-// $DSH_HOME is denied whole (its database holds every session's prompts
+// Run as root, the host's own secrets (sandbox.SystemSecrets) are
+// denied too. $DSH_HOME is denied whole (its database holds every session's prompts
 // and tool output, serve/token the API's key, config.yaml provider
 // keys), except $DSH_HOME/skills: the skill tool points the model at a
 // skill's bundled files, which it reads and runs.
@@ -69,6 +70,9 @@ func (d sandboxDef) reads(dshHome string) (permission.Reads, error) {
 		}
 	}
 	deny := sandbox.DefaultDenyRead(home, dshHome)
+	if os.Geteuid() == 0 {
+		deny = append(deny, sandbox.SystemSecrets()...)
+	}
 	extra, err := absPaths("deny_read", d.DenyRead)
 	if err != nil {
 		return r, err

@@ -35,6 +35,13 @@ const probeTimeout = 10 * time.Second
 //     but read-only, because every mode lets commands read everywhere (a
 //     private tmpfs over /tmp would hide it).
 //
+// In both, the deny-read list is covered (an empty mode-0000 tmpfs over a
+// directory, /dev/null bound nodev over a file: "Permission denied"), and
+// under ConfineReads only the system roots, the workspace, the writable
+// roots and ReadRoots are bound, not the host root (bwrap_reads.go). The
+// repository's agent configuration and Policy.Protected are bound
+// read-only like .git, their parent directories pinned (bwrap_protect.go).
+//
 // /dev is bubblewrap's minimal one (null, zero, random, tty, pts, shm):
 // host devices such as GPUs are not visible.
 //

@@ -277,3 +277,32 @@ func TestDenyReadDefaultsKeepToolsWorking(t *testing.T) {
 		})
 	}
 }
+
+// Run as root, the host's own secrets can be denied too: /etc/shadow is
+// refused while /etc/passwd beside it stays readable.
+func TestDenyReadSystemSecrets(t *testing.T) {
+	requireBash(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only root can read the host's secrets anyway")
+	}
+	if _, err := os.Stat("/etc/shadow"); err != nil {
+		t.Skip("no /etc/shadow here")
+	}
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			f := newFixture(t)
+			for _, mode := range []Mode{ReadOnly, WorkspaceWrite} {
+				p := Policy{Mode: mode, Workspace: f.ws, DenyRead: SystemSecrets()}
+				c, err := b.Confine([]string{"bash", "-c", `cat /etc/passwd >/dev/null && echo passwd-ok; cat /etc/shadow`}, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				code, out := run(t, c, f.ws)
+				if code == 0 || !strings.Contains(out, "passwd-ok") || !strings.Contains(out, "Permission denied") || strings.Contains(out, "root:") {
+					t.Errorf("%s: exit %d: %q", mode, code, out)
+				}
+			}
+		})
+	}
+}

@@ -74,7 +74,9 @@ const (
 // mode but danger-full-access (Landlock itself covers them only from
 // ABI 9); where the kernel cannot run the gate, Confine reports the gap.
 //
-// Landlock is an allow-list: reads and execution everywhere; writes in
+// Landlock is an allow-list: reads and execution everywhere except the
+// deny-read entries, carved out like .git below (landlock_reads.go), or
+// under ConfineReads only in the read roots; writes in
 // the writable roots, the temp dirs (workspace-write) or the private
 // scratch TMPDIR (read-only; workspace-write's TMPDIR is that directory
 // too); writing to /dev/null, /dev/tty and

@@ -33,6 +33,17 @@ func DefaultDenyRead(home, dshHome string) []string {
 	return out
 }
 
+// SystemSecrets are the host's secrets that only root can read: the
+// password hashes and the SSH host keys (with them a command could
+// impersonate this machine). DefaultDenyRead leaves them out, since no
+// other user can read them anyway and each entry costs Landlock a carve
+// of /etc; add them when commands run as root.
+func SystemSecrets() []string {
+	out := []string{"/etc/shadow", "/etc/gshadow"}
+	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key")
+	return append(out, keys...)
+}
+
 // SystemReadRoots are the directories a read-confined command may read
 // besides its workspace: what programs need to run (binaries, libraries,
 // configuration without secrets, devices, the command's own /proc).

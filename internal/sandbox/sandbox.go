@@ -3,9 +3,12 @@
 // way.
 //
 // Modes fence writes, network and host UNIX sockets: commands still run
-// and may read everywhere in every mode, except what dsh and its
-// ancestors hold (their environment, memory and descriptors: see Harden
-// and the helper), and connect only to the UNIX sockets of their
+// and may read everywhere in every mode, except the policy's deny-read
+// list (credentials and dsh's own state: DenyRead, refused with
+// "Permission denied" under both backends), everything outside the
+// workspace and the system directories under ConfineReads, and what dsh
+// and its ancestors hold (their environment, memory and descriptors:
+// see Harden and the helper), and connect only to the UNIX sockets of their
 // workspace, writable roots and TMPDIR, plus those a policy allows
 // (unixgate.go). A backend that cannot confine is never bypassed
 // silently: Confine fails with SANDBOX_UNAVAILABLE. Every command,
