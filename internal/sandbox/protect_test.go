@@ -124,6 +124,19 @@ func TestCheckWriteProtectedConfig(t *testing.T) {
 			t.Errorf("CheckWrite(%s) in %s = %v, want a denial", c.path, c.p.Workspace, err)
 		}
 	}
+	// A session in $HOME cannot plant ~/.ssh/authorized_keys with a file
+	// tool: what may not be read may not be written.
+	home := filepath.Join(f.root, "home")
+	mustMkdir(t, filepath.Join(home, ".ssh"))
+	inHome := Policy{Mode: WorkspaceWrite, Workspace: home, DenyRead: DefaultDenyRead(home, filepath.Join(home, ".dsh"))}
+	for _, path := range []string{".ssh/authorized_keys", ".dsh/config.yaml", ".netrc"} {
+		if err := inHome.CheckWrite(path); !errors.Is(err, ErrDenied) {
+			t.Errorf("CheckWrite(~/%s) = %v, want a denial", path, err)
+		}
+	}
+	if err := inHome.CheckWrite(".profile"); err != nil {
+		t.Errorf("CheckWrite(~/.profile): %v", err)
+	}
 	for _, ok := range []string{"scripts/other.sh", "scripts/new.sh", "dsh/x", ".dshrc", "sub/.dsh"} {
 		if err := p.CheckWrite(ok); err != nil {
 			t.Errorf("CheckWrite(%s): %v", ok, err)

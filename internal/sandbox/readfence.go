@@ -91,15 +91,7 @@ func (p Policy) checkResolvedRead(path, target string) error {
 	// The most specific entry wins, as under the backends
 	// (readlayout.go): a workspace inside a denied directory stays
 	// readable, a denied directory inside the workspace does not.
-	denied := resolvedAll(p.DenyRead)
-	kept := resolvedAll(slices.Concat([]string{p.Workspace}, p.WritableRoots, p.ReadRoots))
-	if deniedBy(target, denied, kept) {
-		d := ""
-		for _, e := range denied {
-			if within(target, e) && len(e) > len(d) {
-				d = e
-			}
-		}
+	if d := p.readDeniedBy(target); d != "" {
 		return deny("reading " + d + " is denied by the sandbox's deny-read list")
 	}
 	if p.ConfineReads {
@@ -108,6 +100,24 @@ func (p Policy) checkResolvedRead(path, target string) error {
 		}
 	}
 	return nil
+}
+
+// readDeniedBy returns the DenyRead entry that denies the resolved path
+// target, or "" (the most specific of the deny entries and the readable
+// roots decides).
+func (p Policy) readDeniedBy(target string) string {
+	denied := resolvedAll(p.DenyRead)
+	kept := resolvedAll(slices.Concat([]string{p.Workspace}, p.WritableRoots, p.ReadRoots))
+	if !deniedBy(target, denied, kept) {
+		return ""
+	}
+	d := ""
+	for _, e := range denied {
+		if within(target, e) && len(e) > len(d) {
+			d = e
+		}
+	}
+	return d
 }
 
 // ReadDenialIn returns the DenyRead entry that a refused command's
