@@ -28,24 +28,32 @@ func TestConfineReadsBothBackends(t *testing.T) {
 				tmpFile := filepath.Join(os.TempDir(), "confine-outside.txt")
 				mustWrite(t, tmpFile, "host-tmp\n")
 				t.Cleanup(func() { os.Remove(tmpFile) })
+				// The workspace is a linked worktree of a clone elsewhere, as
+				// a pull request review's is: git needs the clone's git dir.
+				clone := filepath.Join(f.root, "clone")
 				ws := filepath.Join(f.root, "repo")
-				mustMkdir(t, ws)
-				mustWrite(t, filepath.Join(ws, "main.go"), "package main\n")
-				// Landlock cannot let a command create entries at the top
-				// of a root holding .git (see Landlock).
-				mustMkdir(t, filepath.Join(ws, "sub"))
+				mustMkdir(t, clone)
+				mustWrite(t, filepath.Join(clone, "main.go"), "package main\n")
+				mustWrite(t, filepath.Join(clone, "clone-only.txt"), "not in the worktree\n")
 				if gitErr == nil {
 					for _, args := range [][]string{
 						{"init", "-q"}, {"add", "main.go"},
 						{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first"},
+						{"worktree", "add", "-q", "--detach", ws},
 					} {
 						cmd := exec.Command(git, args...)
-						cmd.Dir = ws
+						cmd.Dir = clone
 						if out, err := cmd.CombinedOutput(); err != nil {
 							t.Fatalf("git %v: %v: %s", args, err, out)
 						}
 					}
+				} else {
+					mustMkdir(t, ws)
+					mustWrite(t, filepath.Join(ws, "main.go"), "package main\n")
 				}
+				// Landlock cannot let a command create entries at the top
+				// of a root holding .git (see Landlock).
+				mustMkdir(t, filepath.Join(ws, "sub"))
 				p := Policy{Mode: mode, Workspace: ws, ConfineReads: true, ReadRoots: []string{extra}}
 				refused := map[string]string{
 					"home file":     `cat "$H/.profile"`,
@@ -57,6 +65,7 @@ func TestConfineReadsBothBackends(t *testing.T) {
 					"planted link":  `ln -sf "$O/existing" l 2>/dev/null; cat "$O/existing"`,
 					"find the home": `find "$H" -type f -exec cat {} +`,
 					"dsh state":     `cat "$H/.dsh/serve/token"`,
+					"clone's files": `cat "$C/clone-only.txt"`,
 				}
 				if mode == ReadOnly {
 					refused["host tmp"] = `cat "$T"`
@@ -66,9 +75,9 @@ func TestConfineReadsBothBackends(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					code, out := run(t, c, ws, "H="+h.home, "O="+f.outside, "T="+tmpFile)
+					code, out := run(t, c, ws, "H="+h.home, "O="+f.outside, "T="+tmpFile, "C="+clone)
 					t.Logf("%s: exit %d: %s", name, code, strings.TrimSpace(out))
-					if code == 0 || h.leaked(out) || strings.Contains(out, profileText) || strings.Contains(out, "outside\n") || strings.Contains(out, "host-tmp") {
+					if code == 0 || h.leaked(out) || strings.Contains(out, profileText) || strings.Contains(out, "outside\n") || strings.Contains(out, "host-tmp") || strings.Contains(out, "not in the worktree") {
 						t.Errorf("%s: exit %d: %q", name, code, out)
 					}
 				}

@@ -55,6 +55,16 @@ func newReadLayout(p Policy, writable []string) readLayout {
 		}
 	}
 	add(p.Workspace)
+	if p.Workspace != "" && filepath.IsAbs(p.Workspace) {
+		// A linked worktree's git dir and the common dir it shares with
+		// its main checkout (a review's worktree of a clone elsewhere):
+		// git cannot work in the workspace without them.
+		if ws, err := resolvePath("/", p.Workspace); err == nil {
+			for _, g := range gitPaths(ws) {
+				add(g)
+			}
+		}
+	}
 	for _, w := range writable {
 		add(w)
 	}
