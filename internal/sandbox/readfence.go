@@ -107,7 +107,7 @@ func (p Policy) checkResolvedRead(path, target string) error {
 // roots decides).
 func (p Policy) readDeniedBy(target string) string {
 	denied := resolvedAll(p.DenyRead)
-	kept := resolvedAll(slices.Concat([]string{p.Workspace}, p.WritableRoots, p.ReadRoots))
+	kept := resolvedAll(p.readable())
 	if !deniedBy(target, denied, kept) {
 		return ""
 	}
@@ -139,8 +139,21 @@ func (p Policy) ReadDenialIn(output []byte) string {
 
 // readRoots are the roots a read-confined policy may read, resolved.
 func (p Policy) readRoots() []string {
-	roots := slices.Concat([]string{p.Workspace}, p.WritableRoots, p.ReadRoots, SystemReadRoots())
+	roots := slices.Concat(p.readable(), SystemReadRoots())
 	return resolvedAll(roots)
+}
+
+// readable are the roots that stay readable beneath a deny entry and
+// under ConfineReads: the workspace with its git dirs (a linked
+// worktree's), the writable roots and ReadRoots.
+func (p Policy) readable() []string {
+	out := slices.Concat([]string{p.Workspace}, p.WritableRoots, p.ReadRoots)
+	if p.Workspace != "" && filepath.IsAbs(p.Workspace) {
+		if ws, err := resolvePath("/", p.Workspace); err == nil {
+			out = append(out, gitPaths(ws)...)
+		}
+	}
+	return out
 }
 
 // resolvedAll resolves each absolute path through its symlinks, keeping
