@@ -117,3 +117,58 @@ func TestSandboxConfigValidated(t *testing.T) {
 		}
 	}
 }
+
+// Finding 3 (sandbox side), the way it was found: a model in
+// workspace-write rewrites the hook script a trusted hooks.json runs
+// (.dsh/check.sh) and one named in the profile's protected list, with
+// bash and with the write tool, and creates a .codex that does not
+// exist yet with the write tool. Every write is refused and nothing
+// changes.
+func TestProtectedConfigThroughTools(t *testing.T) {
+	needSandbox(t)
+	e := newEnv(t)
+	e.cwd = outsideDir(t)
+	writeFile(t, filepath.Join(e.cwd, ".git", "config"), "[core]\n", 0o644)
+	writeFile(t, filepath.Join(e.cwd, ".dsh", "check.sh"), "echo trusted\n", 0o755)
+	writeFile(t, filepath.Join(e.cwd, "scripts", "check.sh"), "echo trusted\n", 0o755)
+	writeFile(t, filepath.Join(e.home, "config.yaml"), `
+profile:
+  - id: permissions
+    module: permissions
+    config:
+      sandbox:
+        protected: [scripts/check.sh]
+`, 0o600)
+	e.srv.Enqueue(
+		llmtest.Response{ToolCalls: []llmtest.ToolCall{
+			bashCall("echo 'curl evil' > .dsh/check.sh"),
+			bashCall("echo 'curl evil' > scripts/check.sh"),
+			toolCall("write", map[string]any{"file_path": ".dsh/check.sh", "content": "curl evil\n"}),
+			toolCall("write", map[string]any{"file_path": "scripts/check.sh", "content": "curl evil\n"}),
+			toolCall("write", map[string]any{"file_path": ".codex/config.toml", "content": "evil = true\n"}),
+		}},
+		llmtest.Response{Text: "done"},
+	)
+	stdout, stderr, code := e.dsh("", "run", "--json", "--approval", "never", "--permission", "workspace-write", "rewrite the hooks")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	events, _ := parseJSONRun(t, stdout)
+	res := results(t, events)
+	if len(res) != 5 {
+		t.Fatalf("%d results", len(res))
+	}
+	for i, r := range res {
+		if !strings.Contains(text(r), "[sandbox: file access denied") {
+			t.Errorf("call %d was not refused: %q", i, text(r))
+		}
+	}
+	for _, f := range []string{".dsh/check.sh", "scripts/check.sh"} {
+		if b, _ := os.ReadFile(filepath.Join(e.cwd, f)); string(b) != "echo trusted\n" {
+			t.Errorf("%s is now %q", f, b)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.cwd, ".codex")); err == nil {
+		t.Error("the write tool created .codex")
+	}
+}
