@@ -37,6 +37,9 @@ type permissionsDef struct {
 	// outside the workspace that confined commands may connect to, e.g.
 	// an ssh-agent or a database socket; all others are refused.
 	UnixSockets []string `yaml:"unix_sockets,omitempty"`
+	// Sandbox adjusts what confined commands and the file tools may
+	// read, and what stays read-only (sandboxDef).
+	Sandbox sandboxDef `yaml:"sandbox,omitempty"`
 }
 
 func decodePermissions(n *yaml.Node) (any, error) {
@@ -52,6 +55,9 @@ func decodePermissions(n *yaml.Node) (any, error) {
 	}
 	if err := sandbox.ValidateUnixSockets(d.UnixSockets); err != nil {
 		return nil, fmt.Errorf("unix_sockets: %w", err)
+	}
+	if err := d.Sandbox.validate(); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	for _, b := range d.Backends {
 		if b != "bwrap" && b != "landlock" {
@@ -80,7 +86,18 @@ func (d permissionsDef) apply(e *env) error {
 			}
 		}
 	}
+	reads, err := d.Sandbox.reads(e.home)
+	if err != nil {
+		return fmt.Errorf("permissions: sandbox: %w", err)
+	}
+	// A restricted session (a pull request review) confines its reads
+	// whatever the configuration says.
+	if e.restrict.ConfineReads {
+		reads.ConfineReads = true
+		reads.ReadRoots = append(reads.ReadRoots, e.restrict.ReadRoots...)
+	}
 	cfg := permission.Config{
+		Reads:         reads,
 		Log:           e.log,
 		Defaults:      permission.Defaults{Preset: d.Default},
 		Sandbox:       sb,
@@ -90,8 +107,6 @@ func (d permissionsDef) apply(e *env) error {
 		WritableRoots: roots,
 		UnixSockets:   d.UnixSockets,
 		Rules:         d.Rules,
-		ConfineReads:  e.restrict.ConfineReads,
-		ReadRoots:     e.restrict.ReadRoots,
 		// The scripts trusted hooks run stay read-only to the agent.
 		Protected: func() []string { return e.app.ProtectedHookFiles(e.cwd) },
 	}

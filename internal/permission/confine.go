@@ -58,19 +58,16 @@ type BashConfiner struct {
 	// UnixSockets are the UNIX sockets outside the workspace that
 	// commands may connect to, in every confined mode.
 	UnixSockets []string
-	// DenyRead are the paths no command and no file tool may read.
-	DenyRead []string
-	Grants   *Grants
+	// Reads are applied to every confined policy (see Reads).
+	Reads Reads
+	// Protected returns more paths that stay read-only (the files
+	// trusted hooks run), asked for every call so that a file trusted
+	// mid-session is protected from then on; nil is none.
+	Protected func() []string
+	Grants    *Grants
 	// PlanMode, when it reports true, clamps every command to the
 	// read-only sandbox and ignores escalation grants (see Config).
 	PlanMode func() bool
-	// ConfineReads and ReadRoots confine reads in every mode but
-	// danger-full-access, escalations included (see Config).
-	ConfineReads bool
-	ReadRoots    []string
-	// Protected returns the extra read-only paths of each call's policy
-	// (Config.Protected); nil is none.
-	Protected func() []string
 
 	mu     sync.Mutex
 	logged *SandboxBackend // guarded by mu; the last sandbox/backend on the log
@@ -97,25 +94,37 @@ func (b *BashConfiner) Policy(c *tool.Call) sandbox.Policy {
 func (b *BashConfiner) policyAt(mode sandbox.Mode, ws string, network bool) sandbox.Policy {
 	p := policyFor(mode, ws, b.WritableRoots, network)
 	p.UnixSockets = slices.Clone(b.UnixSockets)
-	p.DenyRead = slices.Clone(b.DenyRead)
-	b.confineReads(&p)
-	p.Protected = b.protected()
+	b.Reads.apply(&p)
+	if b.Protected != nil {
+		p.Protected = append(p.Protected, b.Protected()...)
+	}
 	return p
 }
 
-// confineReads applies the session's read confinement to p.
-func (b *BashConfiner) confineReads(p *sandbox.Policy) {
-	if b.ConfineReads {
-		p.ConfineReads = true
-		p.ReadRoots = append(p.ReadRoots, b.ReadRoots...)
-	}
+// Reads is the read side of a session's sandbox policy, and the paths
+// that stay read-only besides the git metadata and the agent
+// configuration: the same in every confined mode and through an
+// escalation short of danger-full-access (which is unconfined by
+// design).
+type Reads struct {
+	// DenyRead are the absolute paths no confined command or file tool
+	// may read (sandbox.DefaultDenyRead adjusted by the configuration).
+	DenyRead []string
+	// ConfineReads limits reads to the workspace, the writable roots,
+	// ReadRoots and the system directories.
+	ConfineReads bool
+	// ReadRoots are readable although inside a DenyRead entry, and
+	// under ConfineReads beside the system directories.
+	ReadRoots []string
+	// Protected stay read-only inside the writable roots.
+	Protected []string
 }
 
-func (b *BashConfiner) protected() []string {
-	if b.Protected == nil {
-		return nil
-	}
-	return b.Protected()
+func (r Reads) apply(p *sandbox.Policy) {
+	p.DenyRead = slices.Clone(r.DenyRead)
+	p.ConfineReads = r.ConfineReads
+	p.ReadRoots = slices.Clone(r.ReadRoots)
+	p.Protected = slices.Clone(r.Protected)
 }
 
 func (b *BashConfiner) planMode() bool { return b.PlanMode != nil && b.PlanMode() }

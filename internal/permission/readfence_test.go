@@ -61,13 +61,13 @@ func TestReadFenceArguments(t *testing.T) {
 	}
 }
 
-// TestNewInstallsReadFence: Config.CheckRead and Config.DenyRead reach
+// TestNewInstallsReadFence: Config.CheckRead and Config.Reads.DenyRead reach
 // the guard through the session's policy (BashConfiner.Policy), so a
 // read of a denied path never runs the tool.
 func TestNewInstallsReadFence(t *testing.T) {
 	dir := t.TempDir()
 	secrets := filepath.Join(dir, "secrets")
-	s, err := New(Config{Log: newLog(t, dir), Sandbox: &fakeBox{}, CheckRead: sandbox.Policy.CheckRead, DenyRead: []string{secrets}})
+	s, err := New(Config{Log: newLog(t, dir), Sandbox: &fakeBox{}, CheckRead: sandbox.Policy.CheckRead, Reads: Reads{DenyRead: []string{secrets}}})
 	if err != nil {
 		t.Fatal(err)
 	}

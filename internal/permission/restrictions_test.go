@@ -40,7 +40,7 @@ func TestRestrictions(t *testing.T) {
 		if err := Select(pl, preset, "test"); err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(Config{Log: pl, ConfineReads: true, ReadRoots: []string{"/repo/.git"}, CheckWrite: sandbox.Policy.CheckWrite})
+		s, err := New(Config{Log: pl, Reads: Reads{ConfineReads: true, ReadRoots: []string{"/repo/.git"}}, CheckWrite: sandbox.Policy.CheckWrite})
 		if err != nil {
 			t.Fatal(err)
 		}

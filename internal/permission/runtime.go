@@ -35,6 +35,9 @@ type RuntimeOptions struct {
 	// PlanMode reports whether plan mode clamps the sandbox to read-only
 	// (nil: never).
 	PlanMode func() bool
+	// Reads are the session's read rules (deny-read list, confined
+	// reads), said after the mode.
+	Reads Reads
 }
 
 // planModeSandbox is the sandbox section while plan mode is on.
@@ -49,10 +52,11 @@ const planModeSandbox = "Sandbox mode: read-only while plan mode is on, whatever
 func RuntimeSections(o RuntimeOptions) []prompt.RuntimeSection {
 	return []prompt.RuntimeSection{
 		{Name: SectionSandbox, Order: sectionOrder, Render: func() string {
+			st := o.State()
 			if o.PlanMode != nil && o.PlanMode() {
-				return planModeSandbox
+				return planModeSandbox + ReadsText(sandbox.ReadOnly, o.Reads)
 			}
-			return SandboxText(o.State(), o.Workspace, o.WritableRoots, o.UnixSockets)
+			return SandboxText(st, o.Workspace, o.WritableRoots, o.UnixSockets) + ReadsText(st.Mode, o.Reads)
 		}},
 		{Name: SectionApproval, Order: sectionOrder + 1, Render: func() string {
 			return ApprovalText(o.State(), o.Human != nil && o.Human(), o.Reviewer)
@@ -91,6 +95,28 @@ func SandboxText(st State, workspace string, roots, sockets []string) string {
 		"Only then, and only if the action is really needed, retry the same command once with `sandbox_permissions` set to " +
 		wider + " or `network` (for network access), and a `justification` saying why; the retry runs only if it is approved. " +
 		"File tools cannot escalate: if such a write is needed, make it with a bash command.")
+	return b.String()
+}
+
+// ReadsText is what SandboxText's "may read everywhere" leaves out: the
+// deny-read list and confined reads, which hold in every mode but
+// danger-full-access. Empty when there is nothing to say.
+func ReadsText(mode sandbox.Mode, r Reads) string {
+	if mode == sandbox.DangerFullAccess {
+		return ""
+	}
+	var b strings.Builder
+	if r.ConfineReads {
+		b.WriteString("\nReads are confined: shell commands and file tools may read only the workspace, the writable directories")
+		if len(r.ReadRoots) > 0 {
+			fmt.Fprintf(&b, ", %s", strings.Join(r.ReadRoots, ", "))
+		}
+		b.WriteString(" and the system directories (/usr, /etc, /bin, /lib…); $HOME and other repositories are not readable.")
+	}
+	if len(r.DenyRead) > 0 {
+		fmt.Fprintf(&b, "\nReading these paths is denied (credentials and dsh's own state), with \"Permission denied\": %s. "+
+			"Do not try to get around it: no escalation short of danger-full-access lifts it.", strings.Join(r.DenyRead, ", "))
+	}
 	return b.String()
 }
 

@@ -28,21 +28,16 @@ type Config struct {
 	// UnixSockets are the pathname UNIX sockets outside the workspace
 	// that confined commands may connect to (sandbox.Policy.UnixSockets).
 	UnixSockets []string
-	// ConfineReads confines reads to the workspace, ReadRoots and the
-	// system directories in every confined mode (sandbox.Policy
-	// ConfineReads): a session's Restrictions.
-	ConfineReads bool
-	// ReadRoots are further readable roots under ConfineReads.
-	ReadRoots []string
+	// Reads are what confined commands and the file tools may read
+	// (sandbox.Policy's DenyRead, ConfineReads, ReadRoots) and the extra
+	// paths that stay read-only (Protected), in every confined mode.
+	Reads Reads
 	// Protected returns extra paths that stay read-only although they lie
 	// in a writable root (sandbox.Policy.Protected): the repository files
 	// trusted hooks run. It is asked for every command and file-tool
 	// write, so a file trusted mid-session is protected from then on; nil
 	// protects nothing extra.
 	Protected func() []string
-	// DenyRead are the paths no command and no file tool may read
-	// (sandbox.Policy.DenyRead).
-	DenyRead []string
 	// Rules are the configured permission rules.
 	Rules []Rule
 	// Human answers asks (a Terminal); nil when no one is attached.
@@ -88,9 +83,7 @@ func New(cfg Config) (*Session, error) {
 		s.Rules = r
 	}
 	s.Confiner = &BashConfiner{Sandbox: cfg.Sandbox, Log: cfg.Log, Defaults: cfg.Defaults,
-		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Grants: s.Grants, PlanMode: cfg.PlanMode,
-		ConfineReads: cfg.ConfineReads, ReadRoots: cfg.ReadRoots, DenyRead: cfg.DenyRead}
-	s.Confiner.Protected = cfg.Protected
+		Workspace: cfg.Workspace, WritableRoots: cfg.WritableRoots, UnixSockets: cfg.UnixSockets, Reads: cfg.Reads, Protected: cfg.Protected, Grants: s.Grants, PlanMode: cfg.PlanMode}
 	s.Escalation = &Escalation{Log: cfg.Log, Defaults: cfg.Defaults, Grants: s.Grants}
 	s.Approvals = &Service{Log: cfg.Log, State: s.State, Human: cfg.Human}
 	if cfg.Reviewer != nil {
@@ -138,7 +131,7 @@ func (s *Session) Install(p *tool.Pipeline, rt *prompt.Runtime) {
 		human := s.Approvals.Human != nil
 		for _, sec := range RuntimeSections(RuntimeOptions{
 			State: s.State, Workspace: s.workspaceText(), WritableRoots: s.roots, UnixSockets: s.sockets,
-			Human: func() bool { return human }, Reviewer: s.reviewer, PlanMode: s.Confiner.PlanMode,
+			Human: func() bool { return human }, Reviewer: s.reviewer, PlanMode: s.Confiner.PlanMode, Reads: s.Confiner.Reads,
 		}) {
 			rt.Add(sec)
 		}

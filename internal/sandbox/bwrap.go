@@ -35,6 +35,13 @@ const probeTimeout = 10 * time.Second
 //     but read-only, because every mode lets commands read everywhere (a
 //     private tmpfs over /tmp would hide it).
 //
+// In both, the deny-read list is covered (an empty mode-0000 tmpfs over a
+// directory, /dev/null bound nodev over a file: "Permission denied"), and
+// under ConfineReads only the system roots, the workspace, the writable
+// roots and ReadRoots are bound, not the host root (bwrap_reads.go). The
+// repository's agent configuration and Policy.Protected are bound
+// read-only like .git, their parent directories pinned (bwrap_protect.go).
+//
 // /dev is bubblewrap's minimal one (null, zero, random, tty, pts, shm):
 // host devices such as GPUs are not visible.
 //
@@ -86,6 +93,11 @@ func (b *Bwrap) binary() (string, error) {
 // unless told otherwise; the ones that reach past the sandbox (remount /
 // writable, ptrace, raw devices…) are dropped, as under Landlock.
 func baseArgs(network bool) []string {
+	return append(nsArgs(network), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+}
+
+// nsArgs are baseArgs without the mounts.
+func nsArgs(network bool) []string {
 	args := []string{"--die-with-parent", "--new-session", "--unshare-pid"}
 	if !network {
 		args = append(args, "--unshare-net")
@@ -95,7 +107,7 @@ func baseArgs(network bool) []string {
 			args = append(args, "--cap-drop", c)
 		}
 	}
-	return append(args, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+	return args
 }
 
 func (b *Bwrap) executable() (string, error) {
@@ -239,24 +251,23 @@ func (b *Bwrap) confineServed(argv []string, p Policy) (Confined, serverPlan, er
 // bwrapArgs turns a layout into bwrap options, returning what they leave
 // unprotected.
 func bwrapArgs(l layout, network bool) (args, gaps []string) {
-	args = baseArgs(network)
+	args = append(nsArgs(network), readCapArgs(l.reads)...)
+	args = append(args, rootArgs(l.reads)...)
 	// Parents before children: a later bind of a parent would hide an
-	// earlier bind beneath it.
-	writable := slices.Concat(l.temps, l.roots)
-	slices.Sort(writable)
-	for _, d := range slices.Compact(writable) {
-		args = append(args, "--bind", d, d)
-	}
+	// earlier bind beneath it. The deny-read mounts are sorted in with
+	// them (readlayout.go: the most specific entry wins).
+	args = append(args, orderedMounts(l.reads, slices.Concat(l.temps, l.roots))...)
 	if l.scratch != "" {
 		args = append(args, "--bind", l.scratch, l.scratch, "--setenv", "TMPDIR", l.scratch)
 	}
 	if l.tmpdir != "" {
 		args = append(args, "--setenv", "TMPDIR", l.tmpdir)
 	}
+	args = append(args, pinParents(l)...)
 	// Read-only binds come last so they win over the writable ones.
 	for _, g := range l.protected {
 		fi, err := os.Lstat(g)
-		if err != nil {
+		if err != nil || l.reads.denied(g) {
 			continue
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
@@ -267,5 +278,5 @@ func bwrapArgs(l layout, network bool) (args, gaps []string) {
 		}
 		args = append(args, "--ro-bind", g, g)
 	}
-	return args, gaps
+	return append(args, readFinalArgs(l.reads)...), gaps
 }

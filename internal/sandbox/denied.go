@@ -6,9 +6,9 @@ import (
 
 // denialSignatures are the error texts that commands print when the
 // sandbox refuses them: EROFS (bwrap's read-only binds), EACCES
-// (Landlock, the UNIX socket gate), EPERM (seccomp's socket filter), and
-// what a network call
-// reports in a namespace without a network. They are matched without
+// (Landlock, the UNIX socket gate, deny-read), EPERM (seccomp's socket
+// filter), EXDEV (links and moves across the sandbox's rules), and what
+// a network call reports in a namespace without a network. They are matched without
 // regard to case, because C tools print "Permission denied" and Go tools
 // "permission denied".
 var denialSignatures = [][]byte{
@@ -21,6 +21,10 @@ var denialSignatures = [][]byte{
 	// EBUSY: renaming or removing a read-only bind mount point (bwrap's
 	// .git); outside a sandbox commands rarely meet it.
 	[]byte("device or resource busy"),
+	// EXDEV: a hard link or rename out of a read-only bind (bwrap), or
+	// one that would give a file more rights (Landlock's refer rule);
+	// mv and cp handle real cross-device moves themselves.
+	[]byte("invalid cross-device link"),
 }
 
 // runnerPrefixes start the lines that the wrappers themselves print when

@@ -40,8 +40,11 @@ func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
 // A relative path is taken relative to Workspace. The path is resolved
 // through the symlinks of its longest existing prefix, so a symlink inside
 // the workspace that points outside is caught. Writes are allowed only
-// inside Workspace or a WritableRoot, never into a root's .git metadata,
-// never in read-only; danger-full-access allows everything. Unlike
+// inside Workspace or a WritableRoot, never into a root's .git metadata
+// or agent configuration (.dsh, .claude, .codex: configDirNames, whether
+// they exist or not) or a Policy.Protected path or a DenyRead entry,
+// never in read-only;
+// danger-full-access allows everything. Unlike
 // commands, file tools get no temp dirs: add them to WritableRoots if
 // they need them.
 //
@@ -103,6 +106,20 @@ func (p Policy) CheckWrite(path string) error {
 				return deny("git metadata %s stays read-only%s", g, moved)
 			}
 		}
+	}
+	// The repository's agent and hook configuration, and what trusted
+	// hooks run, by name: a file the tool would create in a missing
+	// .dsh is refused as well.
+	for _, g := range protectedNames(p, roots...) {
+		if within(target, g) {
+			return deny("%s is protected configuration (agent and hook configuration, or a file trusted hooks run) and stays read-only%s", g, moved)
+		}
+	}
+	// What may not be read may not be written either (a session started
+	// in $HOME must not plant ~/.ssh/authorized_keys), as under the
+	// backends.
+	if d := p.readDeniedBy(target); d != "" {
+		return deny("%s is on the sandbox's deny-read list and stays out of reach%s", d, moved)
 	}
 	// The other names of a hard-linked file cannot be found short of
 	// walking every filesystem, so none of them can be proven inside the

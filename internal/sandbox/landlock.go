@@ -74,7 +74,9 @@ const (
 // mode but danger-full-access (Landlock itself covers them only from
 // ABI 9); where the kernel cannot run the gate, Confine reports the gap.
 //
-// Landlock is an allow-list: reads and execution everywhere; writes in
+// Landlock is an allow-list: reads and execution everywhere except the
+// deny-read entries, carved out like .git below (landlock_reads.go), or
+// under ConfineReads only in the read roots; writes in
 // the writable roots, the temp dirs (workspace-write) or the private
 // scratch TMPDIR (read-only; workspace-write's TMPDIR is that directory
 // too); writing to /dev/null, /dev/tty and
@@ -131,6 +133,13 @@ type helperSpec struct {
 	// Whole are granted writable entirely (temp dirs, scratch).
 	Whole     []string `json:"whole,omitempty"`
 	Protected []string `json:"protected,omitempty"`
+	// Deny are the deny-read entries: carved out of every grant, read
+	// and write (readlayout.go).
+	Deny []string `json:"deny,omitempty"`
+	// Read are the roots granted for reading (carved around Deny);
+	// empty, everything ("/") unless Confine.
+	Read    []string `json:"read,omitempty"`
+	Confine bool     `json:"confine,omitempty"`
 	// Shm grants /dev/shm (POSIX shared memory, e.g. Python
 	// multiprocessing) like a temp dir.
 	Shm     bool `json:"shm,omitempty"`
@@ -256,9 +265,10 @@ func landlockSpec(lay layout, network bool, abi int, seccomp, looseGit bool) (he
 			spec.Protected = append(spec.Protected, g)
 		}
 		if looseGit && len(lay.protected) > 0 {
-			gaps = append(gaps, "git metadata inside the writable roots is writable (LooseGit)")
+			gaps = append(gaps, "git metadata and the protected configuration (.dsh, .claude, .codex, Policy.Protected) inside the writable roots are writable (LooseGit)")
 		}
 	}
+	spec, gaps = landlockReads(spec, lay, gaps)
 	if abi < 3 {
 		gaps = append(gaps, fmt.Sprintf("truncating files outside the writable roots is not blocked (Landlock ABI %d < 3)", abi))
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -101,8 +102,16 @@ func restrictSelf(spec helperSpec) error {
 	rs := int(fd)
 	defer unix.Close(rs)
 
-	if err := addRule(rs, "/", llRead, handled); err != nil {
-		return err
+	// Reads: everywhere, or the confined roots, except the deny-read
+	// entries (carved like the git metadata below).
+	reads := spec.Read
+	if len(reads) == 0 && !spec.Confine {
+		reads = []string{"/"}
+	}
+	for _, r := range reads {
+		if err := grantCarvedAccess(rs, r, spec.Deny, llRead, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	// System paths may be symlinks (/dev/ptmx -> pts/ptmx in containers,
 	// /dev/shm -> /run/shm): they are resolved first, and one that cannot
@@ -124,7 +133,7 @@ func restrictSelf(spec helperSpec) error {
 		}
 	}
 	for _, r := range spec.Roots {
-		if err := grantCarved(rs, r, spec.Protected, handled); err != nil {
+		if err := grantCarved(rs, r, slices.Concat(spec.Protected, spec.Deny), handled); err != nil {
 			return err
 		}
 	}
@@ -152,6 +161,13 @@ func restrictSelf(spec helperSpec) error {
 // Symlinks are never granted: a grant follows them, so a link to /etc in
 // the workspace would make /etc writable.
 func grantCarved(rs int, root string, protected []string, handled uint64) error {
+	return grantCarvedAccess(rs, root, protected, handled, handled)
+}
+
+// grantCarvedAccess is grantCarved granting access instead of every
+// handled right: the read grants carve the deny-read entries out the
+// same way.
+func grantCarvedAccess(rs int, root string, protected []string, access, handled uint64) error {
 	var inside []string
 	for _, p := range protected {
 		if within(p, root) {
@@ -159,7 +175,7 @@ func grantCarved(rs int, root string, protected []string, handled uint64) error 
 		}
 	}
 	if len(inside) == 0 {
-		err := addRule(rs, root, handled, handled)
+		err := addRule(rs, root, access, handled)
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ELOOP) {
 			return nil
 		}
@@ -178,7 +194,7 @@ func grantCarved(rs int, root string, protected []string, handled uint64) error 
 		if e.Type()&os.ModeSymlink != 0 {
 			continue
 		}
-		if err := grantCarved(rs, filepath.Join(root, e.Name()), inside, handled); err != nil {
+		if err := grantCarvedAccess(rs, filepath.Join(root, e.Name()), inside, access, handled); err != nil {
 			return err
 		}
 	}

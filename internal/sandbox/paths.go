@@ -167,9 +167,12 @@ type layout struct {
 	// UNIX sockets are reachable.
 	tmpdir string
 	// protected are the .git entries (and the git dirs they point to)
-	// of the roots: they stay read-only although their parent is
-	// writable.
+	// of the roots, their agent configuration (configPaths) and the
+	// policy's Protected paths: they stay read-only although their
+	// parent is writable.
 	protected []string
+	// reads is what may not be read, or all that may (readlayout.go).
+	reads readLayout
 }
 
 // newLayout resolves p. Workspace must exist in workspace-write; missing
@@ -183,6 +186,7 @@ func newLayout(p Policy) (layout, error) {
 			return l, err
 		}
 		l.scratch = dir
+		l.reads = newReadLayout(p, []string{dir})
 		return l, nil
 	case WorkspaceWrite:
 	default:
@@ -207,7 +211,9 @@ func newLayout(p Policy) (layout, error) {
 	}
 	for _, r := range l.roots {
 		l.protected = append(l.protected, gitPaths(r)...)
+		l.protected = append(l.protected, configProtected(r)...)
 	}
+	l.protected = append(l.protected, policyProtected(p, ws)...)
 	// A root that is a temp dir is handled as one (granted whole), its
 	// .git still protected where the backend can.
 	l.temps = tempDirs()
@@ -222,6 +228,7 @@ func newLayout(p Policy) (layout, error) {
 	})
 	slices.Sort(l.protected)
 	l.protected = slices.Compact(l.protected)
+	l.reads = newReadLayout(p, slices.Concat(l.roots, l.temps, []string{l.tmpdir}))
 	return l, nil
 }
 

@@ -3,9 +3,12 @@
 // way.
 //
 // Modes fence writes, network and host UNIX sockets: commands still run
-// and may read everywhere in every mode, except what dsh and its
-// ancestors hold (their environment, memory and descriptors: see Harden
-// and the helper), and connect only to the UNIX sockets of their
+// and may read everywhere in every mode, except the policy's deny-read
+// list (credentials and dsh's own state: DenyRead, refused with
+// "Permission denied" under both backends), everything outside the
+// workspace and the system directories under ConfineReads, and what dsh
+// and its ancestors hold (their environment, memory and descriptors:
+// see Harden and the helper), and connect only to the UNIX sockets of their
 // workspace, writable roots and TMPDIR, plus those a policy allows
 // (unixgate.go). A backend that cannot confine is never bypassed
 // silently: Confine fails with SANDBOX_UNAVAILABLE. Every command,
@@ -82,13 +85,18 @@ type Policy struct {
 	// sessions driven by untrusted input (a pull request review): no
 	// $HOME, no $DSH_HOME, no other repository.
 	ConfineReads bool
-	// ReadRoots are extra readable directories under ConfineReads.
+	// ReadRoots are extra readable directories under ConfineReads, and
+	// in every mode exceptions inside a DenyRead entry: of the deny
+	// entries and the readable roots (Workspace, WritableRoots,
+	// ReadRoots) holding a path, the most specific decides.
 	ReadRoots []string
-	// Protected are extra paths (files or directories) that stay
-	// read-only although they lie in a writable root, as .git does: the
-	// repository files that trusted hooks run. The repository's agent
-	// configuration (.dsh, .claude, .codex) is always protected
-	// (configPaths).
+	// Protected are extra paths (files or directories; absolute, or
+	// relative to Workspace) that stay read-only although they lie in a
+	// writable root, as .git does: the repository files that trusted
+	// hooks run. The repository's agent configuration (.dsh, .claude,
+	// .codex) is always protected (configPaths); CheckWrite refuses both
+	// by name even where they do not exist yet, the backends only where
+	// they exist.
 	Protected []string
 }
 

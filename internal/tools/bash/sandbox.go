@@ -93,6 +93,10 @@ func denialMarker(p sandbox.Policy, output []byte) string {
 		return fmt.Sprintf("[sandbox: socket access denied — connecting to the UNIX socket %s is not allowed in %s mode: "+
 			"only sockets inside the workspace, the writable roots, $TMPDIR and those the profile allows are reachable]", path, p.Mode)
 	}
+	if d := p.ReadDenialIn(output); d != "" {
+		return fmt.Sprintf("[sandbox: read access denied — reading %s is not allowed in %s mode: it is on the sandbox's deny-read list "+
+			"(credentials and dsh's own state), which only danger-full-access lifts]", d, p.Mode)
+	}
 	if !p.Network && netDenial().Match(output) && !fileDenial().Match(output) {
 		return fmt.Sprintf("[sandbox: network access denied — network access is off in %s mode]", p.Mode)
 	}
