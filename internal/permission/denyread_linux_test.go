@@ -124,10 +124,19 @@ func TestFileToolsDenyRead(t *testing.T) {
 				denied("glob in "+dir, run("glob", map[string]any{"pattern": "**", "path": dir}))
 				denied("view of "+dir, run(strreplace.Name, map[string]any{"command": "view", "path": dir}))
 			}
-			// Inside the workspace: writable, but not readable.
-			denied("edit secret.env", run("edit", map[string]any{"file_path": "secret.env", "old_string": "TOKEN", "new_string": "T"}))
-			denied("str_replace secret.env", run(strreplace.Name, map[string]any{"command": "str_replace", "path": "secret.env", "old_str": "TOKEN", "new_str": "T"}))
-			denied("insert secret.env", run(strreplace.Name, map[string]any{"command": "insert", "path": "secret.env", "insert_line": 0, "new_str": "x"}))
+			// Inside the workspace: a deny-read entry is neither read nor
+			// written (the write fence refuses it first when guards run).
+			deniedEdit := func(what string, r tool.Result) {
+				t.Helper()
+				if text := outcome(r); guards && !strings.Contains(text, "deny-read list") {
+					t.Errorf("%s: %s, want a refusal naming the deny-read list", what, text)
+				} else if !guards {
+					denied(what, r)
+				}
+			}
+			deniedEdit("edit secret.env", run("edit", map[string]any{"file_path": "secret.env", "old_string": "TOKEN", "new_string": "T"}))
+			deniedEdit("str_replace secret.env", run(strreplace.Name, map[string]any{"command": "str_replace", "path": "secret.env", "old_str": "TOKEN", "new_str": "T"}))
+			deniedEdit("insert secret.env", run(strreplace.Name, map[string]any{"command": "insert", "path": "secret.env", "insert_line": 0, "new_str": "x"}))
 			denied("read secret.env", run("read", map[string]any{"file_path": "secret.env"}))
 			if b, _ := os.ReadFile(filepath.Join(d.ws, "secret.env")); string(b) != "TOKEN=SECRET-d5h-env\n" {
 				t.Fatalf("secret.env changed: %q", b)
