@@ -27,9 +27,10 @@ const probeTimeout = 10 * time.Second
 //     (os.TempDir(), plus /tmp and /var/tmp when present; they are the
 //     host's, so files left there by one command are seen by the next,
 //     as with Landlock). Each root's .git (and a worktree's git dir) is
-//     bound read-only again on top. TMPDIR is the private scratch
-//     directory (inside os.TempDir()), the one temp area whose UNIX
-//     sockets are reachable.
+//     bound read-only again on top. TMPDIR is the session's private
+//     directory (inside os.TempDir(), bound again on its own so that
+//     nothing can be linked or moved into it from the shared temp
+//     dirs), the one temp area whose UNIX sockets are reachable.
 //   - read-only: nothing of the host; TMPDIR points at a private scratch
 //     directory, the only writable place. The host's /tmp stays readable
 //     but read-only, because every mode lets commands read everywhere (a
@@ -242,16 +243,22 @@ func bwrapArgs(l layout, network bool) (args, gaps []string) {
 	args = baseArgs(network)
 	// Parents before children: a later bind of a parent would hide an
 	// earlier bind beneath it.
+	// TMPDIR is a mount of its own, although it lies in a temp dir that
+	// is bound whole: link(2) and rename(2) never cross mounts (EXDEV),
+	// so no host socket in the shared temp dirs (ssh-agent, tmux, X11)
+	// can be linked or moved to where the socket gate lets commands
+	// connect. The workspace and the writable roots are mounts of their
+	// own anyway.
 	writable := slices.Concat(l.temps, l.roots)
+	for _, d := range []string{l.scratch, l.tmpdir} {
+		if d != "" {
+			writable = append(writable, d)
+			args = append(args, "--setenv", "TMPDIR", d)
+		}
+	}
 	slices.Sort(writable)
 	for _, d := range slices.Compact(writable) {
 		args = append(args, "--bind", d, d)
-	}
-	if l.scratch != "" {
-		args = append(args, "--bind", l.scratch, l.scratch, "--setenv", "TMPDIR", l.scratch)
-	}
-	if l.tmpdir != "" {
-		args = append(args, "--setenv", "TMPDIR", l.tmpdir)
 	}
 	// Read-only binds come last so they win over the writable ones.
 	for _, g := range l.protected {

@@ -96,7 +96,10 @@ const (
 // (seccomp user notification or pidfd_getfd missing), .git inside a
 // temp dir (temp dirs are granted whole: carving them would break
 // mktemp), LooseGit. Before ABI 2, moving files between directories is
-// always refused.
+// always refused; from ABI 2 it is allowed within and between TMPDIR and
+// the writable roots only, never from or to the shared temp dirs, so
+// that no host socket there can be linked or moved to where the socket
+// gate allows it (mv copies instead).
 type Landlock struct {
 	self string
 	// ns, when set, overrides the namespace mode found by probing
@@ -128,7 +131,9 @@ func (l *Landlock) executable() (string, error) {
 type helperSpec struct {
 	// Roots are granted writable except for Protected beneath them.
 	Roots []string `json:"roots,omitempty"`
-	// Whole are granted writable entirely (temp dirs, scratch).
+	// Whole are granted writable entirely (temp dirs, scratch), but
+	// for moving files in or out (REFER), which only TmpDir and the
+	// Roots get.
 	Whole     []string `json:"whole,omitempty"`
 	Protected []string `json:"protected,omitempty"`
 	// Shm grants /dev/shm (POSIX shared memory, e.g. Python

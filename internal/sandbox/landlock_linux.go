@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -115,11 +116,27 @@ func restrictSelf(spec helperSpec) error {
 	for _, d := range devices {
 		system(d, llDevice)
 	}
+	// Moving or linking a file between directories (REFER) is granted
+	// only in TMPDIR and the roots, not in the shared temp dirs: a host
+	// socket there (ssh-agent, tmux, X11) could otherwise be linked or
+	// moved into TMPDIR or the workspace, where the socket gate lets
+	// commands connect. Such a move fails with EXDEV (mv copies instead),
+	// as it does between bubblewrap's mounts.
+	shared := handled &^ unix.LANDLOCK_ACCESS_FS_REFER
 	if spec.Shm {
-		system("/dev/shm", handled)
+		system("/dev/shm", shared)
 	}
 	for _, d := range spec.Whole {
-		if err := addRule(rs, d, handled, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
+		access := shared
+		if d == spec.TmpDir {
+			access = handled
+		}
+		if err := addRule(rs, d, access, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if spec.TmpDir != "" && !slices.Contains(spec.Whole, spec.TmpDir) {
+		if err := addRule(rs, spec.TmpDir, handled, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}

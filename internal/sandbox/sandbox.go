@@ -90,6 +90,10 @@ type Policy struct {
 	// configuration (.dsh, .claude, .codex) is always protected
 	// (configPaths).
 	Protected []string
+
+	// sessionTmp is the Session's private TMPDIR (Session.Confine sets
+	// it); "" outside a Session.
+	sessionTmp string
 }
 
 // Enforcement says how completely a backend confines.

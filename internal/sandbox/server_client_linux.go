@@ -345,8 +345,8 @@ func (ss *Session) release() {
 	ss.mu.Unlock()
 }
 
-// Close ends the session's server, if one runs. Later commands run per
-// call.
+// Close ends the session's server, if one runs, and removes the
+// session's TMPDIR. Later commands run per call.
 func (ss *Session) Close() error {
 	ss.mu.Lock()
 	ss.closed = true
@@ -356,5 +356,5 @@ func (ss *Session) Close() error {
 	if srv != nil {
 		srv.close()
 	}
-	return nil
+	return ss.removeTmp()
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type Session struct {
 	srv    *server // guarded by mu; nil until needed, or after a failure
 	busy   bool    // guarded by mu; a command holds srv
 	closed bool    // guarded by mu
+	// tmpDir is the session's private TMPDIR, made at its first
+	// confined command and removed by Close; guarded by mu.
+	tmpDir string
 
 	perCall bool // ServerEnv=0: no server
 
@@ -81,11 +85,10 @@ func (ss *Session) Supervise(argv []string) Confined {
 }
 
 // Confine is Sandbox.Confine, with Run set where the backend can serve
-// the command from the session's server.
+// the command from the session's server. The command's TMPDIR is the
+// session's own directory (TmpDir), whether it runs on the server or
+// per call.
 func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
-	if ss.perCall {
-		return ss.sb.Confine(argv, p)
-	}
 	if err := validate(argv, p); err != nil {
 		return Confined{}, err
 	}
@@ -95,6 +98,14 @@ func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
 	b, err := ss.sb.Backend()
 	if err != nil {
 		return Confined{}, err
+	}
+	tmp, err := ss.TmpDir()
+	if err != nil {
+		return Confined{}, err
+	}
+	p.sessionTmp = tmp
+	if ss.perCall {
+		return b.Confine(argv, p)
 	}
 	sp, ok := b.(serverBackend)
 	if !ok {
@@ -109,4 +120,38 @@ func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
 		return ss.run(ctx, spec, plan, argv)
 	}
 	return c, nil
+}
+
+// TmpDir returns the session's private TMPDIR, creating it on first use:
+// a fresh 0700 directory in the system's temp dir that only this
+// session's confined commands use (read-only and workspace-write alike),
+// removed with everything in it by Close. A Session used again after
+// Close makes a new one.
+func (ss *Session) TmpDir() (string, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.tmpDir == "" {
+		dir, err := newSessionTmp()
+		if err != nil {
+			return "", err
+		}
+		ss.tmpDir = dir
+	}
+	return ss.tmpDir, nil
+}
+
+// removeTmp removes the session's TMPDIR, once its server (and with it
+// every command) is gone.
+func (ss *Session) removeTmp() error {
+	ss.mu.Lock()
+	dir := ss.tmpDir
+	ss.tmpDir = ""
+	ss.mu.Unlock()
+	if dir == "" {
+		return nil
+	}
+	if err := removeTree(dir); err != nil {
+		return fmt.Errorf("sandbox: remove the session's TMPDIR: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,213 @@
+//go:build linux && (amd64 || arm64 || riscv64 || loong64)
+
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-dev/dsh/internal/proc"
+)
+
+// sessionRun runs a bash script confined by ss under p, in dir, through
+// the session's server when it has one (served) or per call, and
+// returns its output.
+func sessionRun(t *testing.T, ss *Session, p Policy, dir, script string, env ...string) proc.Outcome {
+	t.Helper()
+	c, err := ss.Confine([]string{"bash", "-c", script}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ss.perCall != (c.Run == nil) {
+		t.Fatalf("%s: served %v, want %v", c.Backend, c.Run != nil, !ss.perCall)
+	}
+	spec := proc.Spec{Argv: c.Argv, Dir: dir, Env: proc.EnvPolicy{Exact: append(os.Environ(), env...)},
+		SysProcAttr: c.ProcAttr, KillGrace: 500 * time.Millisecond}
+	ctx := t.Context()
+	run := proc.Run
+	if c.Run != nil {
+		run = c.Run
+	}
+	out, err := run(ctx, spec)
+	if err != nil {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return out
+}
+
+// sessionModes runs f for every working backend, through the session
+// server and per call (DSH_SANDBOX_SERVER=0), each with a fresh session.
+func sessionModes(t *testing.T, f func(t *testing.T, ss *Session)) {
+	t.Helper()
+	requireBash(t)
+	for _, b := range realBackends() {
+		t.Run(b.Name(), func(t *testing.T) {
+			requireWorking(t, b)
+			for _, served := range []bool{true, false} {
+				name := "served"
+				if !served {
+					name = "per-call"
+				}
+				t.Run(name, func(t *testing.T) {
+					ss := New(b).Session()
+					ss.perCall = !served
+					t.Cleanup(func() { ss.Close() })
+					f(t, ss)
+				})
+			}
+		})
+	}
+}
+
+// hostAgent is a host daemon's socket in a directory of its own in the
+// shared temp dir base, as ssh-agent keeps it (/tmp/ssh-XXXX/agent.N).
+func hostAgent(t *testing.T, base string) (dir string, s *sockServer) {
+	t.Helper()
+	dir, err := os.MkdirTemp(base, "dsh-test-agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir, serveStream(t, filepath.Join(dir, "agent.sock"))
+}
+
+// A host socket hard-linked or moved (alone or with its directory) into
+// the command's TMPDIR, the workspace or a writable root does not become
+// reachable: under bubblewrap TMPDIR, the workspace and the roots are
+// mounts of their own (EXDEV), under Landlock only they may have files
+// moved in (REFER). Sockets that commands create there still work.
+func TestGateRefusesSmuggledHostSocket(t *testing.T) {
+	requireGate(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := `"$SELF" ` + gateClientArg + ` connect`
+	attacks := []struct {
+		name     string
+		mode     Mode
+		script   string
+		reaching string // the path the attack connects to
+	}{
+		{"ws/link into TMPDIR", WorkspaceWrite, `ln "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a"},
+		{"ws/move into TMPDIR", WorkspaceWrite, `mv "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a"},
+		{"ws/move its directory into TMPDIR", WorkspaceWrite, `mv "$HOSTDIR" "$TMPDIR/d"`, "$TMPDIR/d/agent.sock"},
+		{"ws/link into the workspace", WorkspaceWrite, `ln "$SOCK" "$WS/a"`, "$WS/a"},
+		{"ws/move into the workspace", WorkspaceWrite, `mv "$SOCK" "$WS/a"`, "$WS/a"},
+		{"ws/link into a writable root", WorkspaceWrite, `ln "$SOCK" "$WR/a"`, "$WR/a"},
+		{"ws/move into a writable root", WorkspaceWrite, `mv "$SOCK" "$WR/a"`, "$WR/a"},
+		{"ws/link through a symlinked name", WorkspaceWrite, `ln -L "$WS/l" "$TMPDIR/a"`, "$TMPDIR/a"},
+		{"ro/link into TMPDIR", ReadOnly, `ln "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a"},
+		{"ro/move into TMPDIR", ReadOnly, `mv "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a"},
+	}
+	sessionModes(t, func(t *testing.T, ss *Session) {
+		f := newFixture(t)
+		wr := filepath.Join(f.root, "wr")
+		mustMkdir(t, wr)
+		// The agent lives in the temp dir that holds the session's
+		// TMPDIR (/tmp, as in production; TestMain's TMPDIR here) and
+		// in /tmp.
+		for _, base := range []string{os.TempDir(), "/tmp"} {
+			for _, a := range attacks {
+				t.Run(a.name+" from "+strings.ReplaceAll(base, "/", "_"), func(t *testing.T) {
+					smuggle(t, ss, f, wr, base, a.mode, a.script, a.reaching, self, client)
+				})
+			}
+		}
+		// What commands create themselves stays reachable: a socket in
+		// TMPDIR, one in the workspace, and one moved within TMPDIR and
+		// from the workspace into TMPDIR.
+		p := Policy{Mode: WorkspaceWrite, Workspace: f.ws, WritableRoots: []string{wr}}
+		self := `"$SELF" ` + gateClientArg
+		for _, script := range []string{
+			self + ` selfconnect`,
+			`TMPDIR="$WS/src" ` + self + ` selfconnect`,
+			`TMPDIR="$WR" ` + self + ` selfconnect`,
+			`echo x > "$WS/src/f" && mkdir -p "$TMPDIR/x/y" && mv "$TMPDIR/x" "$TMPDIR/z" && mv "$WS/src/f" "$TMPDIR/z/y/" && mv "$TMPDIR/z/y/f" "$WS/src/" && TMPDIR="$TMPDIR/z/y" ` + self + ` selfconnect`,
+		} {
+			out := sessionRun(t, ss, p, f.ws, script, "SELF="+os.Args[0], "WS="+f.ws, "WR="+wr)
+			if out.ExitCode != 0 || !strings.Contains(string(out.Output), "ok ") {
+				t.Fatalf("%s: exit %d: %s", script, out.ExitCode, out.Output)
+			}
+		}
+		p.Mode = ReadOnly
+		if out := sessionRun(t, ss, p, f.ws, self+" selfconnect", "SELF="+os.Args[0]); out.ExitCode != 0 {
+			t.Fatalf("read-only selfconnect: exit %d: %s", out.ExitCode, out.Output)
+		}
+	})
+}
+
+// Each session has a TMPDIR of its own, in read-only and workspace-write
+// alike, whatever the backend and with or without the server: what one
+// session leaves there is not in another's, a socket one binds there is
+// refused to the other, and Close removes the directory.
+func TestSessionTmpDirPrivate(t *testing.T) {
+	requireGate(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionModes(t, func(t *testing.T, a *Session) {
+		f := newFixture(t)
+		b := a.sb.Session()
+		b.perCall = a.perCall
+		ws := Policy{Mode: WorkspaceWrite, Workspace: f.ws}
+		ro := Policy{Mode: ReadOnly}
+		outA := sessionRun(t, a, ws, f.ws, `echo "$TMPDIR"; echo left > "$TMPDIR/left"; mkdir "$TMPDIR/locked"; touch "$TMPDIR/locked/f"; chmod 0 "$TMPDIR/locked"`)
+		tmpA := strings.TrimSpace(string(outA.Output))
+		roA := strings.TrimSpace(string(sessionRun(t, a, ro, f.ws, `echo "$TMPDIR"; cat "$TMPDIR/left"`).Output))
+		if roA != tmpA+"\nleft" {
+			t.Fatalf("read-only saw %q, want the session's TMPDIR %s and its file", roA, tmpA)
+		}
+		// A socket session a's command binds in its TMPDIR stays there
+		// (the listener is the test's, standing for a background job).
+		sockA := serveStream(t, filepath.Join(tmpA, "job.sock"))
+		for _, p := range []Policy{ws, ro} {
+			out := sessionRun(t, b, p, f.ws, `echo "$TMPDIR"; ls "$TMPDIR"; "$SELF" `+gateClientArg+` connect "$A/job.sock" && echo REACHED`, "SELF="+self, "A="+tmpA)
+			s := string(out.Output)
+			tmpB, _, _ := strings.Cut(s, "\n")
+			if tmpB == tmpA || !strings.HasPrefix(tmpB, "/") || strings.Contains(s, "left") {
+				t.Fatalf("session b's TMPDIR shows session a's: %q (a's is %s)", s, tmpA)
+			}
+			if strings.Contains(s, "REACHED") || len(sockA.got()) > 0 {
+				t.Fatalf("session b reached a socket in session a's TMPDIR: %s", s)
+			}
+			if fi, err := os.Stat(tmpB); err != nil || fi.Mode().Perm() != 0o700 {
+				t.Fatalf("TMPDIR %s: %v %v, want a 0700 directory", tmpB, fi, err)
+			}
+		}
+		tmpB, err := b.TmpDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ss, dir := range map[*Session]string{a: tmpA, b: tmpB} {
+			if err := ss.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+				t.Fatalf("TMPDIR %s outlived its session: %v", dir, err)
+			}
+		}
+	})
+}
+
+// smuggle runs one attack of TestGateRefusesSmuggledHostSocket against
+// a fresh host agent in base.
+func smuggle(t *testing.T, ss *Session, f fixture, wr, base string, mode Mode, attack, reaching, self, client string) {
+	dir, agent := hostAgent(t, base)
+	link := filepath.Join(f.ws, "l")
+	os.Remove(link)
+	if err := os.Symlink(agent.path, link); err != nil {
+		t.Fatal(err)
+	}
+	p := Policy{Mode: mode, Workspace: f.ws, WritableRoots: []string{wr}}
+	script := attack + `; ls -l "` + reaching + `"; ` + client + ` "` + reaching + `" && echo REACHED; rm -rf "$TMPDIR"/* "$WS/a" "$WR/a"`
+	out := sessionRun(t, ss, p, f.ws, script, "SELF="+self, "SOCK="+agent.path, "HOSTDIR="+dir, "WS="+f.ws, "WR="+wr)
+	s := string(out.Output)
+	if strings.Contains(s, "REACHED") || len(agent.got()) > 0 {
+		t.Fatalf("the host socket was reached through %s: %s", reaching, s)
+	}
+}
