@@ -170,7 +170,7 @@ func (b *Bwrap) gateArgv(argv []string, g gateSpec) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot find own executable for the socket gate: %v", ErrUnavailable, err)
 	}
-	return helperArgv(self, helperSpec{Gate: &g, Lifetime: true}, argv), nil
+	return helperArgv(self, helperSpec{Gate: &g, Lifetime: true, Scope: true}, argv), nil
 }
 
 // Confine implements Backend.
@@ -234,7 +234,7 @@ func (b *Bwrap) confineServed(argv []string, p Policy) (Confined, serverPlan, er
 	if tmp == "" {
 		tmp = l.tmpdir
 	}
-	return c, b.plan(bin, args, helperSpec{Lifetime: true, Gate: gate, TmpDir: tmp}), nil
+	return c, b.plan(bin, args, helperSpec{Lifetime: true, Scope: true, Gate: gate, TmpDir: tmp}), nil
 }
 
 // bwrapArgs turns a layout into bwrap options, returning what they leave

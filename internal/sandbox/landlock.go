@@ -160,6 +160,12 @@ type helperSpec struct {
 	// which confines the rest) it is the only restriction the helper
 	// adds.
 	Gate *gateSpec `json:"gate,omitempty"`
+	// Scope keeps a lifetime-only command (bubblewrap's) from
+	// signalling or tracing what lies outside its own Landlock domain:
+	// the helper or server that forked it and bubblewrap's init, which
+	// share its PID namespace (scopeSelf). Landlock commands have it
+	// from their own ruleset.
+	Scope bool `json:"scope,omitempty"`
 	// TTY starts the command as the leader of a new session whose
 	// controlling terminal is its standard input (a PTY's slave), instead
 	// of in a process group of the helper's session (see ControllingTTY).

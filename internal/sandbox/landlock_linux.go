@@ -162,6 +162,34 @@ func restrictSelf(spec helperSpec) error {
 	return nil
 }
 
+// scopeSelf puts the calling thread in a Landlock domain that restricts
+// no file access but keeps the thread, and what it forks, from
+// signalling processes outside the domain (ABI 6) and from tracing them
+// (any domain): bubblewrap's commands, whose sandbox server (or gate
+// helper) and bubblewrap's init share their PID namespace, cannot stop
+// or trace them. Before ABI 6 it does nothing: the server is
+// non-dumpable, so it cannot be traced, and one that a command stops is
+// killed with the command at its timeout.
+func scopeSelf() error {
+	if landlockABI() < 6 {
+		return nil
+	}
+	attr := unix.LandlockRulesetAttr{Scoped: unix.LANDLOCK_SCOPE_SIGNAL}
+	fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
+		uintptr(unsafe.Pointer(&attr)), unsafe.Offsetof(attr.Quiet_access_fs), 0)
+	if e != 0 {
+		return fmt.Errorf("landlock_create_ruleset: %w", e)
+	}
+	defer unix.Close(int(fd))
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); e != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", e)
+	}
+	return nil
+}
+
 // grantCarved grants root writable except for the protected paths
 // beneath it. Landlock rights are inherited down a hierarchy and cannot
 // be subtracted, so on the way to a protected path each directory gets
