@@ -91,17 +91,27 @@ func TestGateRefusesSmuggledHostSocket(t *testing.T) {
 		mode     Mode
 		script   string
 		reaching string // the path the attack connects to
+		tempWS   bool   // the workspace lies in the temp dir, beside the agent's
 	}{
-		{"ws/link into TMPDIR", WorkspaceWrite, `ln "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a"},
-		{"ws/move into TMPDIR", WorkspaceWrite, `mv "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a"},
-		{"ws/move its directory into TMPDIR", WorkspaceWrite, `mv "$HOSTDIR" "$TMPDIR/d"`, "$TMPDIR/d/agent.sock"},
-		{"ws/link into the workspace", WorkspaceWrite, `ln "$SOCK" "$WS/a"`, "$WS/a"},
-		{"ws/move into the workspace", WorkspaceWrite, `mv "$SOCK" "$WS/a"`, "$WS/a"},
-		{"ws/link into a writable root", WorkspaceWrite, `ln "$SOCK" "$WR/a"`, "$WR/a"},
-		{"ws/move into a writable root", WorkspaceWrite, `mv "$SOCK" "$WR/a"`, "$WR/a"},
-		{"ws/link through a symlinked name", WorkspaceWrite, `ln -L "$WS/l" "$TMPDIR/a"`, "$TMPDIR/a"},
-		{"ro/link into TMPDIR", ReadOnly, `ln "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a"},
-		{"ro/move into TMPDIR", ReadOnly, `mv "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a"},
+		// Renames within one directory need no right to move files
+		// between directories: the agent's directory takes the name of
+		// TMPDIR, or of a workspace in the same temp dir.
+		{"ws/rename its directory to TMPDIR's name", WorkspaceWrite, `mv "$TMPDIR" "$TMPDIR.old" && mv "$HOSTDIR" "$TMPDIR"`, "$TMPDIR/agent.sock", false},
+		{"ro/rename its directory to TMPDIR's name", ReadOnly, `mv "$TMPDIR" "$TMPDIR.old" && mv "$HOSTDIR" "$TMPDIR"`, "$TMPDIR/agent.sock", false},
+		{"ws/rename its directory to the workspace's name", WorkspaceWrite, `cd / && mv "$WS" "$WS.old" && mv "$HOSTDIR" "$WS"`, "$WS/agent.sock", true},
+		// A mount in a user namespace of the command's own (possible
+		// inside bubblewrap), reached by a relative path.
+		{"ws/bind mount in a namespace of its own", WorkspaceWrite, `mkdir "$TMPDIR/m" && unshare -Urm sh -c 'mount --bind "$HOSTDIR" "$TMPDIR/m" && cd "$TMPDIR/m" && "$SELF" ` + gateClientArg + ` connect agent.sock && echo REACHED'`, "$TMPDIR/m/agent.sock", false},
+		{"ws/link into TMPDIR", WorkspaceWrite, `ln "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a", false},
+		{"ws/move into TMPDIR", WorkspaceWrite, `mv "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a", false},
+		{"ws/move its directory into TMPDIR", WorkspaceWrite, `mv "$HOSTDIR" "$TMPDIR/d"`, "$TMPDIR/d/agent.sock", false},
+		{"ws/link into the workspace", WorkspaceWrite, `ln "$SOCK" "$WS/a"`, "$WS/a", false},
+		{"ws/move into the workspace", WorkspaceWrite, `mv "$SOCK" "$WS/a"`, "$WS/a", false},
+		{"ws/link into a writable root", WorkspaceWrite, `ln "$SOCK" "$WR/a"`, "$WR/a", false},
+		{"ws/move into a writable root", WorkspaceWrite, `mv "$SOCK" "$WR/a"`, "$WR/a", false},
+		{"ws/link through a symlinked name", WorkspaceWrite, `ln -L "$WS/l" "$TMPDIR/a"`, "$TMPDIR/a", false},
+		{"ro/link into TMPDIR", ReadOnly, `ln "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a", false},
+		{"ro/move into TMPDIR", ReadOnly, `mv "$SOCK" "$TMPDIR/a"`, "$TMPDIR/a", false},
 	}
 	sessionModes(t, func(t *testing.T, ss *Session) {
 		f := newFixture(t)
@@ -113,7 +123,11 @@ func TestGateRefusesSmuggledHostSocket(t *testing.T) {
 		for _, base := range []string{os.TempDir(), "/tmp"} {
 			for _, a := range attacks {
 				t.Run(a.name+" from "+strings.ReplaceAll(base, "/", "_"), func(t *testing.T) {
-					smuggle(t, ss, f, wr, base, a.mode, a.script, a.reaching, self, client)
+					ws := f.ws
+					if a.tempWS {
+						ws = tempWorkspace(t, base)
+					}
+					smuggle(t, ss, ws, wr, base, a.mode, a.script, a.reaching, self, client)
 				})
 			}
 		}
@@ -196,18 +210,47 @@ func TestSessionTmpDirPrivate(t *testing.T) {
 
 // smuggle runs one attack of TestGateRefusesSmuggledHostSocket against
 // a fresh host agent in base.
-func smuggle(t *testing.T, ss *Session, f fixture, wr, base string, mode Mode, attack, reaching, self, client string) {
+func smuggle(t *testing.T, ss *Session, ws, wr, base string, mode Mode, attack, reaching, self, client string) {
 	dir, agent := hostAgent(t, base)
-	link := filepath.Join(f.ws, "l")
+	link := filepath.Join(ws, "l")
 	os.Remove(link)
 	if err := os.Symlink(agent.path, link); err != nil {
 		t.Fatal(err)
 	}
-	p := Policy{Mode: mode, Workspace: f.ws, WritableRoots: []string{wr}}
-	script := attack + `; ls -l "` + reaching + `"; ` + client + ` "` + reaching + `" && echo REACHED; rm -rf "$TMPDIR"/* "$WS/a" "$WR/a"`
-	out := sessionRun(t, ss, p, f.ws, script, "SELF="+self, "SOCK="+agent.path, "HOSTDIR="+dir, "WS="+f.ws, "WR="+wr)
+	tmp, err := ss.TmpDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Whatever the attack renamed is put back for the next one.
+	t.Cleanup(func() {
+		for _, d := range []string{tmp, ws} {
+			if _, err := os.Stat(d + ".old"); err == nil {
+				os.RemoveAll(d)
+				os.Rename(d+".old", d)
+			}
+		}
+	})
+	p := Policy{Mode: mode, Workspace: ws, WritableRoots: []string{wr}}
+	script := `( ` + attack + ` ); ls -l "` + reaching + `"; ` + client + ` "` + reaching + `" && echo REACHED; rm -rf "$TMPDIR"/* "$WS/a" "$WR/a"`
+	out := sessionRun(t, ss, p, ws, script, "SELF="+self, "SOCK="+agent.path, "HOSTDIR="+dir, "WS="+ws, "WR="+wr)
 	s := string(out.Output)
 	if strings.Contains(s, "REACHED") || len(agent.got()) > 0 {
 		t.Fatalf("the host socket was reached through %s: %s", reaching, s)
 	}
+}
+
+// tempWorkspace is a workspace in the temp dir base, beside the host
+// agent's directory.
+func tempWorkspace(t *testing.T, base string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(base, "dsh-test-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d); os.RemoveAll(d + ".old") })
+	d, err = resolvePath("/", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -26,13 +26,32 @@ const SocketDeniedPrefix = "dsh-sandbox: socket refused: "
 // paths are canonical (no symlinks), as the supervisor compares them with
 // the canonical path of the socket a call names.
 type gateSpec struct {
-	Roots   []string `json:"roots,omitempty"`
-	Sockets []string `json:"sockets,omitempty"`
+	Roots []string `json:"roots,omitempty"`
+	// RootIDs are the roots' directories as they were when the spec was
+	// made: a socket under a root is reachable only while it lies
+	// beneath that very directory (reached from it again, inode checked).
+	// A host directory renamed to a root's name within the same parent
+	// (no move across directories needed, so Landlock's REFER does not
+	// stop it), or a mount over a root in a namespace of the command's
+	// own, is not the root. A root without an ID is not checked.
+	RootIDs map[string]fileID `json:"rootids,omitempty"`
+	Sockets []string          `json:"sockets,omitempty"`
 }
 
-// allows reports whether the socket at canonical path p may be reached.
-func (g gateSpec) allows(p string) bool {
-	return withinAny(p, g.Roots) != "" || withinAny(p, g.Sockets) != ""
+// fileID names a file for as long as it exists: its device and inode.
+type fileID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+// allows reports whether the socket at canonical path p may be reached
+// by its path, and through which root ("" for an allowed socket, which
+// is the host's by design and checked by path alone).
+func (g gateSpec) allows(p string) (root string, ok bool) {
+	if r := withinAny(p, g.Roots); r != "" {
+		return r, true
+	}
+	return "", withinAny(p, g.Sockets) != ""
 }
 
 // newGateSpec builds the gate's allow-list for a resolved layout and the
@@ -70,6 +89,14 @@ func newGateSpec(l layout, p Policy) (gateSpec, error) {
 	}
 	slices.Sort(g.Roots)
 	g.Roots = slices.Compact(g.Roots)
+	for _, r := range g.Roots {
+		if id, ok := fileIDOf(r); ok {
+			if g.RootIDs == nil {
+				g.RootIDs = map[string]fileID{}
+			}
+			g.RootIDs[r] = id
+		}
+	}
 	slices.Sort(g.Sockets)
 	g.Sockets = slices.Compact(g.Sockets)
 	return g, nil
