@@ -44,6 +44,10 @@ type Session struct {
 	// tmpDir is the session's private TMPDIR, made at its first
 	// confined command and removed by Close; guarded by mu.
 	tmpDir string
+	// roots are the directories the socket gate's roots were when the
+	// session first confined a command with them (Policy.pin); guarded
+	// by mu.
+	roots map[string]fileID
 
 	perCall bool // ServerEnv=0: no server
 
@@ -104,6 +108,7 @@ func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
 		return Confined{}, err
 	}
 	p.sessionTmp = tmp
+	p.pin = ss.pin
 	if ss.perCall {
 		return b.Confine(argv, p)
 	}
@@ -130,24 +135,60 @@ func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
 func (ss *Session) TmpDir() (string, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.tmpDir == "" {
-		dir, err := newSessionTmp()
-		if err != nil {
-			return "", err
+	if ss.tmpDir != "" {
+		// A command may have removed it, or renamed another directory
+		// to its name: then the session starts a new one.
+		if fi, err := os.Lstat(ss.tmpDir); err == nil && fi.IsDir() {
+			if id, ok := fileIDOf(ss.tmpDir); ok && id == ss.roots[ss.tmpDir] {
+				return ss.tmpDir, nil
+			}
 		}
-		ss.tmpDir = dir
 	}
-	return ss.tmpDir, nil
+	dir, err := newSessionTmp()
+	if err != nil {
+		return "", err
+	}
+	id, ok := fileIDOf(dir)
+	if !ok {
+		_ = removeTree(dir)
+		return "", fmt.Errorf("sandbox TMPDIR: cannot stat %s", dir)
+	}
+	if ss.roots == nil {
+		ss.roots = map[string]fileID{}
+	}
+	ss.roots[dir] = id
+	ss.tmpDir = dir
+	return dir, nil
+}
+
+// pin returns the directory ID the session first saw at root, recording
+// id when it is the first (Policy.pin).
+func (ss *Session) pin(root string, id fileID) fileID {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if first, ok := ss.roots[root]; ok {
+		return first
+	}
+	if ss.roots == nil {
+		ss.roots = map[string]fileID{}
+	}
+	ss.roots[root] = id
+	return id
 }
 
 // removeTmp removes the session's TMPDIR, once its server (and with it
-// every command) is gone.
+// every command) is gone; a directory that took its name since is not
+// the session's and stays.
 func (ss *Session) removeTmp() error {
 	ss.mu.Lock()
 	dir := ss.tmpDir
+	want := ss.roots[dir]
 	ss.tmpDir = ""
 	ss.mu.Unlock()
 	if dir == "" {
+		return nil
+	}
+	if id, ok := fileIDOf(dir); !ok || id != want {
 		return nil
 	}
 	if err := removeTree(dir); err != nil {

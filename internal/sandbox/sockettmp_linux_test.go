@@ -254,3 +254,45 @@ func tempWorkspace(t *testing.T, base string) string {
 	}
 	return d
 }
+
+// A command that puts a host directory in the place of TMPDIR or of a
+// workspace in the temp dir (renames within one directory) gains nothing
+// for the next command either: the session starts a new TMPDIR, and the
+// gate holds a root to the directory the session first saw there.
+func TestGateRefusesReplacedRootLater(t *testing.T) {
+	requireGate(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionModes(t, func(t *testing.T, ss *Session) {
+		for _, target := range []string{"TMPDIR", "WS"} {
+			t.Run(target, func(t *testing.T) {
+				dir, agent := hostAgent(t, os.TempDir())
+				ws := tempWorkspace(t, os.TempDir())
+				oldTmp, err := ss.TmpDir()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(oldTmp + ".old") })
+				p := Policy{Mode: WorkspaceWrite, Workspace: ws}
+				env := []string{"SELF=" + self, "HOSTDIR=" + dir, "WS=" + ws, "OLDTMP=" + oldTmp}
+				probe := `"$SELF" ` + gateClientArg + ` connect "$` + target + `/agent.sock" && echo REACHED`
+				// The first command sees the roots; the second replaces one.
+				sessionRun(t, ss, p, ws, "true", env...)
+				out := sessionRun(t, ss, p, "/", `cd / && mv "$`+target+`" "$`+target+`.old" && mv "$HOSTDIR" "$`+target+`" && echo replaced`, env...)
+				t.Logf("%s", out.Output)
+				if target == "TMPDIR" {
+					env = append(env, "TMPDIR="+oldTmp) // the name the gate knew
+				}
+				out = sessionRun(t, ss, p, "/", `echo "now $TMPDIR"; `+probe+`; `+strings.ReplaceAll(probe, "$"+target, "$OLDTMP"), env...)
+				if s := string(out.Output); strings.Contains(s, "REACHED") || len(agent.got()) > 0 {
+					t.Fatalf("the next command reached the host socket: %s", s)
+				}
+				if tmp, err := ss.TmpDir(); err != nil || (target == "TMPDIR" && strings.Contains(string(out.Output), "replaced") && tmp == oldTmp) {
+					t.Fatalf("the session kept a replaced TMPDIR %s: %v", tmp, err)
+				}
+			})
+		}
+	})
+}

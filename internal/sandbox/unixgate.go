@@ -91,6 +91,12 @@ func newGateSpec(l layout, p Policy) (gateSpec, error) {
 	g.Roots = slices.Compact(g.Roots)
 	for _, r := range g.Roots {
 		if id, ok := fileIDOf(r); ok {
+			if p.pin != nil {
+				// A root replaced since the session first saw it (a host
+				// directory renamed to its name by an earlier command)
+				// is not the root.
+				id = p.pin(r, id)
+			}
 			if g.RootIDs == nil {
 				g.RootIDs = map[string]fileID{}
 			}
