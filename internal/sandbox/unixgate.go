@@ -14,6 +14,14 @@ import (
 // sendto with an address, sendmsg and sendmmsg to a supervisor in the
 // helper process (unixgate_linux.go), which performs each call itself
 // after checking where a pathname address leads.
+//
+// Where it leads is checked by inode, not by name alone: a socket under
+// a root must lie beneath the root's own directory (RootIDs). And no
+// host socket can be brought there: TMPDIR is the session's own and,
+// like the workspace and the writable roots, a mount of its own under
+// bubblewrap (link and rename fail with EXDEV across mounts), while
+// Landlock lets files be moved or linked between directories (REFER)
+// only within TMPDIR and the roots, never out of the shared temp dirs.
 
 // SocketDeniedPrefix starts the line the helper prints on the command's
 // stderr when the gate refuses a UNIX socket, followed by the socket's
