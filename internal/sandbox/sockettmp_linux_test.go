@@ -118,10 +118,18 @@ func TestGateRefusesSmuggledHostSocket(t *testing.T) {
 		wr := filepath.Join(f.root, "wr")
 		mustMkdir(t, wr)
 		// The agent lives in the temp dir that holds the session's
-		// TMPDIR (/tmp, as in production; TestMain's TMPDIR here) and
-		// in /tmp.
+		// TMPDIR (/tmp, as in production; TestMain's TMPDIR here), and,
+		// for the plain link, in /tmp.
 		for _, base := range []string{os.TempDir(), "/tmp"} {
 			for _, a := range attacks {
+				if base == "/tmp" && a.name != "ws/link into TMPDIR" {
+					continue
+				}
+				// Per call, the mounts and rules are the server's: the
+				// ways into TMPDIR are enough there.
+				if ss.perCall && !strings.Contains(a.name, "TMPDIR") && !strings.Contains(a.name, "mount") {
+					continue
+				}
 				t.Run(a.name+" from "+strings.ReplaceAll(base, "/", "_"), func(t *testing.T) {
 					ws := f.ws
 					if a.tempWS {
