@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -158,17 +159,47 @@ const sessionTmpPrefix = "dsh-sandbox-session-"
 // newSessionTmp creates a session's private TMPDIR: a fresh directory
 // (0700, a random name) in the resolved os.TempDir(), the temp area that
 // workspace-write grants anyway, so that nothing one session (or one
-// mode) leaves there is seen by another. Session.Close removes it.
+// mode) leaves there is seen by another. Session.Close removes it; the
+// name carries the uid and dsh's pid, so that the directories of a dsh
+// that died without closing (kill -9) are removed by the next one
+// (sweepSessionTmps).
 func newSessionTmp() (string, error) {
 	base, err := resolvePath("/", os.TempDir())
 	if err != nil {
 		return "", fmt.Errorf("sandbox TMPDIR: %w", err)
 	}
-	dir, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-", sessionTmpPrefix, os.Getuid()))
+	sweepSessionTmps(base)
+	dir, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-%d-", sessionTmpPrefix, os.Getuid(), os.Getpid()))
 	if err != nil {
 		return "", fmt.Errorf("sandbox TMPDIR: %w", err)
 	}
 	return dir, nil
+}
+
+// sweepSessionTmps removes, from base, the session TMPDIRs of this user
+// whose dsh process is gone: real directories owned by the user, named
+// for a pid that no longer exists.
+func sweepSessionTmps(base string) {
+	prefix := fmt.Sprintf("%s%d-", sessionTmpPrefix, os.Getuid())
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		dir := filepath.Join(base, e.Name())
+		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && ownedBy(fi, os.Getuid()) {
+			_ = removeTree(dir)
+		}
+	}
 }
 
 // removeTree removes dir and everything in it, making directories that

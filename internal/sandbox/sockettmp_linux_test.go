@@ -3,7 +3,9 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -303,4 +305,46 @@ func TestGateRefusesReplacedRootLater(t *testing.T) {
 			})
 		}
 	})
+}
+
+// The TMPDIRs of a dsh that died without closing its sessions (kill -9)
+// are removed when the next session makes one; those of live processes
+// and of other names stay.
+func TestSessionTmpDirSweepsDead(t *testing.T) {
+	base, err := resolvePath("/", os.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := cmd.Process.Pid // reaped: no process has this pid now, or hardly
+	uid := os.Getuid()
+	stale := filepath.Join(base, fmt.Sprintf("%s%d-%d-123", sessionTmpPrefix, uid, dead))
+	live := filepath.Join(base, fmt.Sprintf("%s%d-%d-456", sessionTmpPrefix, uid, os.Getpid()))
+	other := filepath.Join(base, fmt.Sprintf("%s%d-x-789", sessionTmpPrefix, uid))
+	for _, d := range []string{stale, live, other} {
+		mustMkdir(t, filepath.Join(d, "sub"))
+		t.Cleanup(func() { os.RemoveAll(d) })
+	}
+	ss := New().Session()
+	dir, err := ss.TmpDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) && !processAlive(dead) {
+		t.Errorf("the dead dsh's TMPDIR %s stayed: %v", stale, err)
+	}
+	for _, d := range []string{live, other, dir} {
+		if _, err := os.Lstat(d); err != nil {
+			t.Errorf("%s was removed: %v", d, err)
+		}
+	}
+	if err := ss.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("Close left %s: %v", dir, err)
+	}
 }
