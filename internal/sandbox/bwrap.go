@@ -27,9 +27,10 @@ const probeTimeout = 10 * time.Second
 //     (os.TempDir(), plus /tmp and /var/tmp when present; they are the
 //     host's, so files left there by one command are seen by the next,
 //     as with Landlock). Each root's .git (and a worktree's git dir) is
-//     bound read-only again on top. TMPDIR is the private scratch
-//     directory (inside os.TempDir()), the one temp area whose UNIX
-//     sockets are reachable.
+//     bound read-only again on top. TMPDIR is the session's private
+//     directory (inside os.TempDir(), bound again on its own so that
+//     nothing can be linked or moved into it from the shared temp
+//     dirs), the one temp area whose UNIX sockets are reachable.
 //   - read-only: nothing of the host; TMPDIR points at a private scratch
 //     directory, the only writable place. The host's /tmp stays readable
 //     but read-only, because every mode lets commands read everywhere (a
@@ -181,7 +182,7 @@ func (b *Bwrap) gateArgv(argv []string, g gateSpec) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot find own executable for the socket gate: %v", ErrUnavailable, err)
 	}
-	return helperArgv(self, helperSpec{Gate: &g, Lifetime: true}, argv), nil
+	return helperArgv(self, helperSpec{Gate: &g, Lifetime: true, Scope: true}, argv), nil
 }
 
 // Confine implements Backend.
@@ -245,7 +246,7 @@ func (b *Bwrap) confineServed(argv []string, p Policy) (Confined, serverPlan, er
 	if tmp == "" {
 		tmp = l.tmpdir
 	}
-	return c, b.plan(bin, args, helperSpec{Lifetime: true, Gate: gate, TmpDir: tmp}), nil
+	return c, b.plan(bin, args, helperSpec{Lifetime: true, Scope: true, Gate: gate, TmpDir: tmp}), nil
 }
 
 // bwrapArgs turns a layout into bwrap options, returning what they leave
@@ -256,13 +257,20 @@ func bwrapArgs(l layout, network bool) (args, gaps []string) {
 	// Parents before children: a later bind of a parent would hide an
 	// earlier bind beneath it. The deny-read mounts are sorted in with
 	// them (readlayout.go: the most specific entry wins).
-	args = append(args, orderedMounts(l.reads, slices.Concat(l.temps, l.roots))...)
-	if l.scratch != "" {
-		args = append(args, "--bind", l.scratch, l.scratch, "--setenv", "TMPDIR", l.scratch)
+	// TMPDIR is a mount of its own, although it lies in a temp dir that
+	// is bound whole: link(2) and rename(2) never cross mounts (EXDEV),
+	// so no host socket in the shared temp dirs (ssh-agent, tmux, X11)
+	// can be linked or moved to where the socket gate lets commands
+	// connect. The workspace and the writable roots are mounts of their
+	// own anyway.
+	writable := slices.Concat(l.temps, l.roots)
+	for _, d := range []string{l.scratch, l.tmpdir} {
+		if d != "" {
+			writable = append(writable, d)
+			args = append(args, "--setenv", "TMPDIR", d)
+		}
 	}
-	if l.tmpdir != "" {
-		args = append(args, "--setenv", "TMPDIR", l.tmpdir)
-	}
+	args = append(args, orderedMounts(l.reads, writable)...)
 	args = append(args, pinParents(l)...)
 	// Read-only binds come last so they win over the writable ones.
 	for _, g := range l.protected {

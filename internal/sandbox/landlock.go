@@ -98,7 +98,10 @@ const (
 // (seccomp user notification or pidfd_getfd missing), .git inside a
 // temp dir (temp dirs are granted whole: carving them would break
 // mktemp), LooseGit. Before ABI 2, moving files between directories is
-// always refused.
+// always refused; from ABI 2 it is allowed within and between TMPDIR and
+// the writable roots only, never from or to the shared temp dirs, so
+// that no host socket there can be linked or moved to where the socket
+// gate allows it (mv copies instead).
 type Landlock struct {
 	self string
 	// ns, when set, overrides the namespace mode found by probing
@@ -130,7 +133,9 @@ func (l *Landlock) executable() (string, error) {
 type helperSpec struct {
 	// Roots are granted writable except for Protected beneath them.
 	Roots []string `json:"roots,omitempty"`
-	// Whole are granted writable entirely (temp dirs, scratch).
+	// Whole are granted writable entirely (temp dirs, scratch), but
+	// for moving files in or out (REFER), which only TmpDir and the
+	// Roots get.
 	Whole     []string `json:"whole,omitempty"`
 	Protected []string `json:"protected,omitempty"`
 	// Deny are the deny-read entries: carved out of every grant, read
@@ -164,6 +169,12 @@ type helperSpec struct {
 	// which confines the rest) it is the only restriction the helper
 	// adds.
 	Gate *gateSpec `json:"gate,omitempty"`
+	// Scope keeps a lifetime-only command (bubblewrap's) from
+	// signalling or tracing what lies outside its own Landlock domain:
+	// the helper or server that forked it and bubblewrap's init, which
+	// share its PID namespace (scopeSelf). Landlock commands have it
+	// from their own ruleset.
+	Scope bool `json:"scope,omitempty"`
 	// TTY starts the command as the leader of a new session whose
 	// controlling terminal is its standard input (a PTY's slave), instead
 	// of in a process group of the helper's session (see ControllingTTY).

@@ -124,11 +124,27 @@ func restrictSelf(spec helperSpec) error {
 	for _, d := range devices {
 		system(d, llDevice)
 	}
+	// Moving or linking a file between directories (REFER) is granted
+	// only in TMPDIR and the roots, not in the shared temp dirs: a host
+	// socket there (ssh-agent, tmux, X11) could otherwise be linked or
+	// moved into TMPDIR or the workspace, where the socket gate lets
+	// commands connect. Such a move fails with EXDEV (mv copies instead),
+	// as it does between bubblewrap's mounts.
+	shared := handled &^ unix.LANDLOCK_ACCESS_FS_REFER
 	if spec.Shm {
-		system("/dev/shm", handled)
+		system("/dev/shm", shared)
 	}
 	for _, d := range spec.Whole {
-		if err := addRule(rs, d, handled, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
+		access := shared
+		if d == spec.TmpDir {
+			access = handled
+		}
+		if err := addRule(rs, d, access, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if spec.TmpDir != "" && !slices.Contains(spec.Whole, spec.TmpDir) {
+		if err := addRule(rs, spec.TmpDir, handled, handled); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -150,6 +166,34 @@ func restrictSelf(spec helperSpec) error {
 		if err := loadSeccomp(!spec.Network); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// scopeSelf puts the calling thread in a Landlock domain that restricts
+// no file access but keeps the thread, and what it forks, from
+// signalling processes outside the domain (ABI 6) and from tracing them
+// (any domain): bubblewrap's commands, whose sandbox server (or gate
+// helper) and bubblewrap's init share their PID namespace, cannot stop
+// or trace them. Before ABI 6 it does nothing: the server is
+// non-dumpable, so it cannot be traced, and one that a command stops is
+// killed with the command at its timeout.
+func scopeSelf() error {
+	if landlockABI() < 6 {
+		return nil
+	}
+	attr := unix.LandlockRulesetAttr{Scoped: unix.LANDLOCK_SCOPE_SIGNAL}
+	fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET,
+		uintptr(unsafe.Pointer(&attr)), unsafe.Offsetof(attr.Quiet_access_fs), 0)
+	if e != 0 {
+		return fmt.Errorf("landlock_create_ruleset: %w", e)
+	}
+	defer unix.Close(int(fd))
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); e != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", e)
 	}
 	return nil
 }

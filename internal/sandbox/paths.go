@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -127,8 +128,9 @@ func tempDirs() []string {
 // first use. Read-only keeps the host's temp dirs read-only (so commands
 // can still read what is there, as every mode promises) and points TMPDIR
 // at this directory instead, so that compilers and mktemp keep working.
-// It is per user and reused: read-only commands share it, and it never
-// holds user files.
+// It is per user and reused, so only commands confined outside a
+// Session use it (probes, direct Sandbox.Confine callers): a Session's
+// commands get the session's own directory (newSessionTmp).
 func scratchDir() (string, error) {
 	base, err := resolvePath("/", os.TempDir())
 	if err != nil {
@@ -151,6 +153,80 @@ func scratchDir() (string, error) {
 	return dir, nil
 }
 
+// sessionTmpPrefix starts the name of a session's private TMPDIR.
+const sessionTmpPrefix = "dsh-sandbox-session-"
+
+// newSessionTmp creates a session's private TMPDIR: a fresh directory
+// (0700, a random name) in the resolved os.TempDir(), the temp area that
+// workspace-write grants anyway, so that nothing one session (or one
+// mode) leaves there is seen by another. Session.Close removes it; the
+// name carries the uid and dsh's pid, so that the directories of a dsh
+// that died without closing (kill -9) are removed by the next one
+// (sweepSessionTmps).
+func newSessionTmp() (string, error) {
+	base, err := resolvePath("/", os.TempDir())
+	if err != nil {
+		return "", fmt.Errorf("sandbox TMPDIR: %w", err)
+	}
+	sweepSessionTmps(base)
+	dir, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-%d-", sessionTmpPrefix, os.Getuid(), os.Getpid()))
+	if err != nil {
+		return "", fmt.Errorf("sandbox TMPDIR: %w", err)
+	}
+	return dir, nil
+}
+
+// sweepSessionTmps removes, from base, the session TMPDIRs of this user
+// whose dsh process is gone: real directories owned by the user, named
+// for a pid that no longer exists.
+func sweepSessionTmps(base string) {
+	prefix := fmt.Sprintf("%s%d-", sessionTmpPrefix, os.Getuid())
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		dir := filepath.Join(base, e.Name())
+		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && ownedBy(fi, os.Getuid()) {
+			_ = removeTree(dir)
+		}
+	}
+}
+
+// removeTree removes dir and everything in it, making directories that
+// a command left without write or search permission (chmod 0) writable
+// first, as a non-root owner must.
+func removeTree(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() && d.Type()&fs.ModeSymlink == 0 {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// tmp is the command's TMPDIR: the session's private one, or, for a
+// command confined outside a Session, the per-user scratchDir.
+func (p Policy) tmp() (string, error) {
+	if p.sessionTmp != "" {
+		return p.sessionTmp, nil
+	}
+	return scratchDir()
+}
+
 // layout is what a policy makes writable, resolved against the live
 // filesystem. Both backends build their confinement from it, and
 // CheckWrite uses the same roots and protected paths.
@@ -164,7 +240,9 @@ type layout struct {
 	// tmpdir is workspace-write's TMPDIR: the same private directory,
 	// inside a temp dir that is writable anyway. Unlike the shared temp
 	// dirs, where host daemons keep sockets (tmux, X11, ssh-agent), its
-	// UNIX sockets are reachable.
+	// UNIX sockets are reachable; so nothing may be linked or moved into
+	// it from them (bubblewrap binds it on its own, Landlock grants the
+	// right to reparent files only there and in the roots).
 	tmpdir string
 	// protected are the .git entries (and the git dirs they point to)
 	// of the roots, their agent configuration (configPaths) and the
@@ -181,7 +259,7 @@ func newLayout(p Policy) (layout, error) {
 	var l layout
 	switch p.Mode {
 	case ReadOnly:
-		dir, err := scratchDir()
+		dir, err := p.tmp()
 		if err != nil {
 			return l, err
 		}
@@ -217,7 +295,7 @@ func newLayout(p Policy) (layout, error) {
 	// A root that is a temp dir is handled as one (granted whole), its
 	// .git still protected where the backend can.
 	l.temps = tempDirs()
-	if dir, err := scratchDir(); err == nil && withinAny(dir, l.temps) != "" {
+	if dir, err := p.tmp(); err == nil && withinAny(dir, l.temps) != "" {
 		l.tmpdir = dir
 	}
 	l.roots = slices.DeleteFunc(l.roots, func(r string) bool { return slices.Contains(l.temps, r) })

@@ -98,6 +98,13 @@ type Policy struct {
 	// by name even where they do not exist yet, the backends only where
 	// they exist.
 	Protected []string
+
+	// sessionTmp is the Session's private TMPDIR (Session.Confine sets
+	// it); "" outside a Session.
+	sessionTmp string
+	// pin, set by a Session, returns the directory ID the socket gate
+	// must hold a root to: the first one the session saw at that path.
+	pin func(root string, id fileID) fileID
 }
 
 // Enforcement says how completely a backend confines.

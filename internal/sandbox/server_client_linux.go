@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -209,6 +210,9 @@ type remote struct {
 	done chan struct{}
 	exit proc.ExitInfo
 	err  error
+	// killed: Signal ended the server because it did not carry out a
+	// SIGKILL; its death is then the command's kill, not a failure.
+	killed atomic.Bool
 }
 
 func (r *remote) Done() <-chan struct{}          { return r.done }
@@ -216,8 +220,10 @@ func (r *remote) Result() (proc.ExitInfo, error) { return r.exit, r.err }
 
 // Signal asks the server to signal the command's group. A SIGKILL that
 // the server does not carry out within proc.KillWait (a command stopped
-// it, say, where no Landlock signal scope forbids that) ends the server
-// instead, and with it everything in its namespaces.
+// it, say, on a kernel without Landlock's signal scope) ends the server
+// instead, and with it everything in its namespaces: the command is
+// then reported killed (a timeout stays a timeout), not the sandbox
+// failed.
 func (r *remote) Signal(sig syscall.Signal) {
 	_ = r.s.conn.send(serverMsg{Op: opSignal, Sig: int(sig)})
 	if sig != syscall.SIGKILL {
@@ -229,6 +235,7 @@ func (r *remote) Signal(sig syscall.Signal) {
 		select {
 		case <-r.done:
 		case <-t.C:
+			r.killed.Store(true)
 			r.s.p.Teardown(context.Background())
 		}
 	}()
@@ -237,6 +244,8 @@ func (r *remote) Signal(sig syscall.Signal) {
 // settle records the end the message says, if it is one.
 func (r *remote) settle(m serverMsg, ok bool) bool {
 	switch {
+	case !ok && r.killed.Load():
+		r.exit = proc.ExitInfo{Code: 128 + int(syscall.SIGKILL), Signaled: true, Signal: syscall.SIGKILL}
 	case !ok:
 		r.err = fmt.Errorf("%w: the sandbox server died while the command ran: %s", ErrUnavailable, r.s.p.StderrTail(500))
 	case m.Op == opExit:
@@ -345,8 +354,8 @@ func (ss *Session) release() {
 	ss.mu.Unlock()
 }
 
-// Close ends the session's server, if one runs. Later commands run per
-// call.
+// Close ends the session's server, if one runs, and removes the
+// session's TMPDIR. Later commands run per call.
 func (ss *Session) Close() error {
 	ss.mu.Lock()
 	ss.closed = true
@@ -356,5 +365,5 @@ func (ss *Session) Close() error {
 	if srv != nil {
 		srv.close()
 	}
-	return nil
+	return ss.removeTmp()
 }

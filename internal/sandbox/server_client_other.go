@@ -30,7 +30,8 @@ func (ss *Session) run(ctx context.Context, spec proc.Spec, _ serverPlan, _ []st
 	return proc.Run(ctx, spec)
 }
 
-// Close implements the Linux Session's Close: nothing to end here.
-func (ss *Session) Close() error { return nil }
+// Close implements the Linux Session's Close: no server to end here,
+// only the session's TMPDIR to remove.
+func (ss *Session) Close() error { return ss.removeTmp() }
 
 func supervisePlan() (serverPlan, error) { return serverPlan{}, errors.New("no helper here") }

@@ -217,7 +217,7 @@ func startServed(msg serverMsg, fds []int, sp **spawner) (*served, int, error) {
 		Files: []uintptr{s.in.Fd(), s.out.Fd(), s.out.Fd()},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
-	if spec.Lifetime && spec.Gate == nil {
+	if spec.Lifetime && spec.Gate == nil && !spec.Scope {
 		// Nothing to confine per thread (danger-full-access): forked
 		// from the server's own goroutine, which init locked to the
 		// main thread, so the Pdeathsig fires only when the server

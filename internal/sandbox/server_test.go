@@ -417,24 +417,152 @@ func BenchmarkSessionConfine(b *testing.B) {
 	}
 }
 
-// A command that stops its server (possible where no Landlock signal
-// scope forbids it: inside bubblewrap) and then outlives its timeout
-// fails the call once the unanswered SIGKILL's wait ends: the server is
-// killed with everything in its namespaces, and the next command gets a
-// new one.
+// A command cannot stop or trace its server (the helper it was forked
+// from) nor the namespace's init, under either backend: its signals and
+// ptrace are scoped to its own Landlock domain (bubblewrap's commands
+// too) and the server is non-dumpable. A command that then outlives its
+// timeout is reported timed out, not as a sandbox failure, and the next
+// command runs normally.
 func TestServerStoppedByCommand(t *testing.T) {
+	if landlockABI() < 6 {
+		t.Skip("no Landlock signal scope (ABI < 6): a command can stop its server here")
+	}
+	// The interpreter itself, not a version manager's shim script.
+	python := ""
+	if b, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output(); err == nil {
+		python = strings.TrimSpace(string(b))
+	}
 	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
 		m := newMarker()
-		out, err := sc.runErr(t.Context(), "kill -STOP $PPID 2>/dev/null; exec sleep "+m, time.Second)
-		if err == nil && !out.TimedOut {
-			t.Fatalf("neither failed nor timed out: %+v %q", out, out.Output)
+		// Every process the command can see but itself, in a namespace;
+		// without one (Landlock, nsNone) /proc is the host's, and only
+		// the server is tried.
+		targets := `$(ls /proc | grep '^[0-9]*$')`
+		if sc.cfg.backend == "landlock" && sc.cfg.ns == nsNone {
+			targets = `$PPID`
 		}
-		if err != nil && !errors.Is(err, ErrUnavailable) {
+		trace := ": <<'PY'"
+		if python != "" {
+			trace = python + " - $PPID 1 <<'PY'"
+		}
+		attack := `for p in ` + targets + `; do
+  [ "$p" = $$ ] && continue
+  kill -STOP "$p" 2>/dev/null && echo "stopped $p"
+  kill -CONT "$p" 2>/dev/null
+  kill -TERM "$p" 2>/dev/null && echo "signalled $p"
+  cat /proc/$p/mem /proc/$p/environ >/dev/null 2>&1 && echo "read $p"
+done
+` + trace + `
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for pid in map(int, sys.argv[1:]):
+    if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+        print("traced", pid)
+        libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+PY
+echo attacked; exec sleep ` + m
+		out, err := sc.runErr(t.Context(), attack, 3*time.Second)
+		s := string(out.Output)
+		if err != nil || !out.TimedOut || !strings.Contains(s, "attacked") {
+			t.Fatalf("want a timeout: %v %+v %q", err, out, s)
+		}
+		for _, bad := range []string{"stopped", "signalled", "read ", "traced"} {
+			if strings.Contains(s, bad) {
+				t.Fatalf("the command reached a process outside its domain (%s): %s", bad, s)
+			}
+		}
+		requireGone(t, m, 10*time.Second)
+		confinedStill(t, sc, fx)
+		if n := sc.ss.served.Load(); n != 2 {
+			t.Fatalf("the server ran %d of 2 commands", n)
+		}
+	})
+}
+
+// A server that was stopped (as a command could on a kernel without the
+// signal scope) leaves the timeout's SIGKILL unanswered: it is killed
+// with the command, which is reported killed for its timeout, not as a
+// sandbox failure, and the next command gets a new server.
+func TestServerStoppedReportsTimeout(t *testing.T) {
+	serverBackends(t, func(t *testing.T, sc *serverCase, fx fixture) {
+		if self, err := os.Executable(); err != nil || sc.cfg.ns != namespaceFor(self) {
+			// The report is the client's; each backend's server in
+			// its usual namespace is enough (each test waits KillWait).
+			t.Skip("covered by the backend's usual configuration")
+		}
+		confinedStill(t, sc, fx) // starts the server
+		sc.ss.mu.Lock()
+		srv := sc.ss.srv
+		sc.ss.mu.Unlock()
+		m := newMarker()
+		fifo := fx.ws + "/ready.fifo"
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatal(err)
+		}
+		f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			line, _ := bufio.NewReader(f).ReadString('\n')
+			if line == "ready\n" {
+				stopServer(srv.p.Pid())
+			}
+		}()
+		out, err := sc.runErr(t.Context(), escapeScript(m, "echo ready > ready.fifo; exec sleep "+m), time.Second)
+		<-stopped
+		if err != nil || !out.TimedOut || out.ExitCode != 128+int(unix.SIGKILL) {
+			t.Fatalf("want a timeout and a kill: %v %+v %q", err, out, out.Output)
+		}
+		if sc.cfg.backend == "landlock" && sc.cfg.ns == nsNone {
+			for _, pid := range proctest.Marked(m) {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
 		}
 		requireGone(t, m, 10*time.Second)
 		confinedStill(t, sc, fx)
 	})
+}
+
+// stopServer stops the server process started as pid and every
+// descendant that is a sandbox helper (the server itself inside
+// bubblewrap, or an outer helper's inner one), leaving the commands
+// running.
+func stopServer(pid int) {
+	_ = unix.Kill(pid, unix.SIGSTOP)
+	for _, kid := range descendants(pid) {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(kid) + "/cmdline"); err == nil && strings.Contains(string(b), "dsh-sandbox-server") {
+			_ = unix.Kill(kid, unix.SIGSTOP)
+		}
+	}
+}
+
+// descendants lists pid's descendants from /proc.
+func descendants(pid int) []int {
+	var out []int
+	kids := []int{pid}
+	for len(kids) > 0 {
+		p := kids[0]
+		kids = kids[1:]
+		// Children hang below the thread that forked them.
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + task.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for f := range strings.FieldsSeq(string(b)) {
+				if n, err := strconv.Atoi(f); err == nil {
+					out = append(out, n)
+					kids = append(kids, n)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // A command that arrives while the server runs another is confined per

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,13 @@ type Session struct {
 	srv    *server // guarded by mu; nil until needed, or after a failure
 	busy   bool    // guarded by mu; a command holds srv
 	closed bool    // guarded by mu
+	// tmpDir is the session's private TMPDIR, made at its first
+	// confined command and removed by Close; guarded by mu.
+	tmpDir string
+	// roots are the directories the socket gate's roots were when the
+	// session first confined a command with them (Policy.pin); guarded
+	// by mu.
+	roots map[string]fileID
 
 	perCall bool // ServerEnv=0: no server
 
@@ -81,11 +89,10 @@ func (ss *Session) Supervise(argv []string) Confined {
 }
 
 // Confine is Sandbox.Confine, with Run set where the backend can serve
-// the command from the session's server.
+// the command from the session's server. The command's TMPDIR is the
+// session's own directory (TmpDir), whether it runs on the server or
+// per call.
 func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
-	if ss.perCall {
-		return ss.sb.Confine(argv, p)
-	}
 	if err := validate(argv, p); err != nil {
 		return Confined{}, err
 	}
@@ -95,6 +102,15 @@ func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
 	b, err := ss.sb.Backend()
 	if err != nil {
 		return Confined{}, err
+	}
+	tmp, err := ss.TmpDir()
+	if err != nil {
+		return Confined{}, err
+	}
+	p.sessionTmp = tmp
+	p.pin = ss.pin
+	if ss.perCall {
+		return b.Confine(argv, p)
 	}
 	sp, ok := b.(serverBackend)
 	if !ok {
@@ -109,4 +125,74 @@ func (ss *Session) Confine(argv []string, p Policy) (Confined, error) {
 		return ss.run(ctx, spec, plan, argv)
 	}
 	return c, nil
+}
+
+// TmpDir returns the session's private TMPDIR, creating it on first use:
+// a fresh 0700 directory in the system's temp dir that only this
+// session's confined commands use (read-only and workspace-write alike),
+// removed with everything in it by Close. A Session used again after
+// Close makes a new one.
+func (ss *Session) TmpDir() (string, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.tmpDir != "" {
+		// A command may have removed it, or renamed another directory
+		// to its name: then the session starts a new one.
+		if fi, err := os.Lstat(ss.tmpDir); err == nil && fi.IsDir() {
+			if id, ok := fileIDOf(ss.tmpDir); ok && id == ss.roots[ss.tmpDir] {
+				return ss.tmpDir, nil
+			}
+		}
+	}
+	dir, err := newSessionTmp()
+	if err != nil {
+		return "", err
+	}
+	id, ok := fileIDOf(dir)
+	if !ok {
+		_ = removeTree(dir)
+		return "", fmt.Errorf("sandbox TMPDIR: cannot stat %s", dir)
+	}
+	if ss.roots == nil {
+		ss.roots = map[string]fileID{}
+	}
+	ss.roots[dir] = id
+	ss.tmpDir = dir
+	return dir, nil
+}
+
+// pin returns the directory ID the session first saw at root, recording
+// id when it is the first (Policy.pin).
+func (ss *Session) pin(root string, id fileID) fileID {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if first, ok := ss.roots[root]; ok {
+		return first
+	}
+	if ss.roots == nil {
+		ss.roots = map[string]fileID{}
+	}
+	ss.roots[root] = id
+	return id
+}
+
+// removeTmp removes the session's TMPDIR, once its server (and with it
+// every command) is gone; a directory that took its name since is not
+// the session's and stays.
+func (ss *Session) removeTmp() error {
+	ss.mu.Lock()
+	dir := ss.tmpDir
+	want := ss.roots[dir]
+	ss.tmpDir = ""
+	ss.mu.Unlock()
+	if dir == "" {
+		return nil
+	}
+	if id, ok := fileIDOf(dir); !ok || id != want {
+		return nil
+	}
+	if err := removeTree(dir); err != nil {
+		return fmt.Errorf("sandbox: remove the session's TMPDIR: %w", err)
+	}
+	return nil
 }

@@ -86,6 +86,11 @@ func (sp *spawner) run(spec helperSpec, name string, ready chan<- error) {
 			ready <- fmt.Errorf("cannot confine %s: %w", name, err)
 			return
 		}
+	} else if spec.Scope {
+		if err := scopeSelf(); err != nil {
+			ready <- fmt.Errorf("cannot scope %s: %w", name, err)
+			return
+		}
 	}
 	var (
 		gate  *threadGate

@@ -216,6 +216,12 @@ func startCommand(spec helperSpec, path string, argv, env []string, started chan
 			return
 		}
 	}
+	if spec.Lifetime && spec.Scope {
+		if err := scopeSelf(); err != nil {
+			started <- startResult{err: fmt.Errorf("cannot scope %s: %w", argv[0], err)}
+			return
+		}
+	}
 	var gate *threadGate
 	if spec.Gate != nil {
 		// After the confinement: the gate's filter stacks on the

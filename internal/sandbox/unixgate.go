@@ -14,6 +14,14 @@ import (
 // sendto with an address, sendmsg and sendmmsg to a supervisor in the
 // helper process (unixgate_linux.go), which performs each call itself
 // after checking where a pathname address leads.
+//
+// Where it leads is checked by inode, not by name alone: a socket under
+// a root must lie beneath the root's own directory (RootIDs). And no
+// host socket can be brought there: TMPDIR is the session's own and,
+// like the workspace and the writable roots, a mount of its own under
+// bubblewrap (link and rename fail with EXDEV across mounts), while
+// Landlock lets files be moved or linked between directories (REFER)
+// only within TMPDIR and the roots, never out of the shared temp dirs.
 
 // SocketDeniedPrefix starts the line the helper prints on the command's
 // stderr when the gate refuses a UNIX socket, followed by the socket's
@@ -26,13 +34,32 @@ const SocketDeniedPrefix = "dsh-sandbox: socket refused: "
 // paths are canonical (no symlinks), as the supervisor compares them with
 // the canonical path of the socket a call names.
 type gateSpec struct {
-	Roots   []string `json:"roots,omitempty"`
-	Sockets []string `json:"sockets,omitempty"`
+	Roots []string `json:"roots,omitempty"`
+	// RootIDs are the roots' directories as they were when the spec was
+	// made: a socket under a root is reachable only while it lies
+	// beneath that very directory (reached from it again, inode checked).
+	// A host directory renamed to a root's name within the same parent
+	// (no move across directories needed, so Landlock's REFER does not
+	// stop it), or a mount over a root in a namespace of the command's
+	// own, is not the root. A root without an ID is not checked.
+	RootIDs map[string]fileID `json:"rootids,omitempty"`
+	Sockets []string          `json:"sockets,omitempty"`
 }
 
-// allows reports whether the socket at canonical path p may be reached.
-func (g gateSpec) allows(p string) bool {
-	return withinAny(p, g.Roots) != "" || withinAny(p, g.Sockets) != ""
+// fileID names a file for as long as it exists: its device and inode.
+type fileID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+// allows reports whether the socket at canonical path p may be reached
+// by its path, and through which root ("" for an allowed socket, which
+// is the host's by design and checked by path alone).
+func (g gateSpec) allows(p string) (root string, ok bool) {
+	if r := withinAny(p, g.Roots); r != "" {
+		return r, true
+	}
+	return "", withinAny(p, g.Sockets) != ""
 }
 
 // newGateSpec builds the gate's allow-list for a resolved layout and the
@@ -70,6 +97,20 @@ func newGateSpec(l layout, p Policy) (gateSpec, error) {
 	}
 	slices.Sort(g.Roots)
 	g.Roots = slices.Compact(g.Roots)
+	for _, r := range g.Roots {
+		if id, ok := fileIDOf(r); ok {
+			if p.pin != nil {
+				// A root replaced since the session first saw it (a host
+				// directory renamed to its name by an earlier command)
+				// is not the root.
+				id = p.pin(r, id)
+			}
+			if g.RootIDs == nil {
+				g.RootIDs = map[string]fileID{}
+			}
+			g.RootIDs[r] = id
+		}
+	}
 	slices.Sort(g.Sockets)
 	g.Sockets = slices.Compact(g.Sockets)
 	return g, nil

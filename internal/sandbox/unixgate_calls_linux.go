@@ -273,7 +273,14 @@ func (gs *gate) resolve(c callerCtx, path string) (int, unix.Errno) {
 		return -1, errnoOf(err)
 	}
 	canon, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-	if err != nil || !filepath.IsAbs(canon) || strings.HasSuffix(canon, " (deleted)") || !gs.spec.allows(canon) {
+	ok := err == nil && filepath.IsAbs(canon) && !strings.HasSuffix(canon, " (deleted)")
+	if ok {
+		var root string
+		if root, ok = gs.spec.allows(canon); ok && root != "" {
+			ok = gs.beneathRoot(root, canon, fd)
+		}
+	}
+	if !ok {
 		unix.Close(fd)
 		if err == nil && filepath.IsAbs(canon) {
 			path = canon
@@ -282,6 +289,50 @@ func (gs *gate) resolve(c callerCtx, path string) (int, unix.Errno) {
 		return -1, unix.EACCES
 	}
 	return fd, 0
+}
+
+// beneathRoot reports whether the socket open as fd, found at canonical
+// path canon under root, lies beneath root's own directory (RootIDs):
+// the directory now at root's path must be that one, and the path from
+// it, followed again in the supervisor's own mount namespace without
+// symlinks, must lead to the same inode. A host socket brought there by
+// renaming its directory to a root's name, or by a mount in a namespace
+// of the command's, fails one or the other.
+func (gs *gate) beneathRoot(root, canon string, fd int) bool {
+	id, checked := gs.spec.RootIDs[root]
+	if !checked {
+		return true
+	}
+	rel, ok := strings.CutPrefix(canon, root+"/")
+	if root == "/" {
+		rel, ok = strings.CutPrefix(canon, "/")
+	}
+	if !ok || rel == "" {
+		return false
+	}
+	rfd, err := unix.Openat2(unix.AT_FDCWD, root, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(rfd)
+	var st unix.Stat_t
+	if unix.Fstat(rfd, &st) != nil || (fileID{Dev: st.Dev, Ino: st.Ino}) != id {
+		return false
+	}
+	sfd, err := unix.Openat2(rfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+	})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(sfd)
+	var found, sock unix.Stat_t
+	return unix.Fstat(sfd, &found) == nil && unix.Fstat(fd, &sock) == nil &&
+		found.Dev == sock.Dev && found.Ino == sock.Ino
 }
 
 func (gs *gate) refused(path string) {

@@ -28,9 +28,14 @@ const JobKind = "bash"
 // execs that argv. The confined argv, the process group and its teardown
 // are exactly those of a foreground call; only the wrapper, which execs
 // away at once, sits outside the sandbox.
+//
+// A command too long for an argument (longcmd.go) reaches the confined
+// shell's stdin the same way: the wrapper opens the temp file that holds
+// it (redirectFileScript, the file as its first argument) and removes it.
 const (
-	redirectShell  = "/bin/sh"
-	redirectScript = `exec >&0 2>&0 </dev/null && exec "$@"`
+	redirectShell      = "/bin/sh"
+	redirectScript     = `exec >&0 2>&0 </dev/null && exec "$@"`
+	redirectFileScript = `exec >&0 2>&0 <"$1" && rm -f -- "$1" && shift && exec "$@"`
 )
 
 // drainDelay bounds the read of output still arriving after the command's
@@ -80,6 +85,9 @@ type background struct {
 	conf    *Confinement
 	timeout time.Duration // 0: none
 	notes   []string
+	// command is a command too long for an argument, which argv's shell
+	// reads from its stdin; "" otherwise.
+	command string
 }
 
 // startMeta is the logged side of a started background job.
@@ -141,6 +149,13 @@ func commandLabel(cmd string) string {
 // run is the job body: the command runs under ctx (cancelled by job_kill,
 // the owner's disposal or shutdown) and streams into out.
 func (b background) run(ctx context.Context, o Options, out io.Writer) (jobs.Outcome, error) {
+	argv, err := b.wrapped()
+	if err != nil {
+		return jobs.Outcome{}, err
+	}
+	if b.command != "" {
+		defer os.Remove(argv[4]) // the wrapper removes it once open, unless it failed first
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return jobs.Outcome{}, fmt.Errorf("could not start %s: %w", b.argv[0], err)
@@ -165,7 +180,6 @@ func (b background) run(ctx context.Context, o Options, out io.Writer) (jobs.Out
 		runCtx, cancel = context.WithTimeoutCause(ctx, b.timeout, errTimeout)
 		defer cancel()
 	}
-	argv := append([]string{redirectShell, "-c", redirectScript, "sh"}, b.argv...)
 	spec := proc.Spec{
 		Argv:        argv,
 		Dir:         b.dir,
@@ -214,6 +228,27 @@ func (b background) run(ctx context.Context, o Options, out io.Writer) (jobs.Out
 		_, _ = io.WriteString(out, marker+"\n")
 	}
 	return outcome, nil
+}
+
+// wrapped is the command line of the job: the redirecting wrapper and
+// the confined argv, with the temp file that holds a long command.
+func (b background) wrapped() ([]string, error) {
+	if b.command == "" {
+		return append([]string{redirectShell, "-c", redirectScript, "sh"}, b.argv...), nil
+	}
+	f, err := os.CreateTemp("", "dsh-command-")
+	if err != nil {
+		return nil, fmt.Errorf("could not hand over a command of %d bytes: %w", len(b.command), err)
+	}
+	_, err = io.WriteString(f, b.command)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("could not hand over a command of %d bytes: %w", len(b.command), err)
+	}
+	return append([]string{redirectShell, "-c", redirectFileScript, "sh", f.Name()}, b.argv...), nil
 }
 
 // tailBuffer keeps the last limit bytes written to it.

@@ -352,7 +352,7 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		return executePersistent(ctx, o, c, a, timeout, notes)
 	}
 	env, secrets := o.environ(c.SessionID)
-	argv := []string{o.Shell, "-c", a.Command}
+	argv, long := shellArgv(o.Shell, a.Command)
 	var conf *Confinement
 	if o.Confine != nil {
 		cf, err := o.Confine(c, argv)
@@ -363,7 +363,11 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 		argv, env = cf.Argv, append(env, cf.Env...)
 	}
 	if a.Background {
-		return startBackground(ctx, o, c, a, background{argv: argv, env: env, secrets: secrets, dir: dir, conf: conf, timeout: timeout, notes: notes})
+		b := background{argv: argv, env: env, secrets: secrets, dir: dir, conf: conf, timeout: timeout, notes: notes}
+		if long {
+			b.command = a.Command
+		}
+		return startBackground(ctx, o, c, a, b)
 	}
 	if o.shells != nil && !a.Background {
 		notes = append(notes, "[ran in a one-off shell: an escalated command does not see or change the persistent shell's state]")
@@ -380,13 +384,24 @@ func execute(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) 
 	if conf != nil {
 		spec.SysProcAttr = conf.ProcAttr
 	}
+	if long {
+		f, err := commandFile(a.Command)
+		if err != nil {
+			return tool.Result{}, tool.Errorf(tool.CodeFailed, "could not hand over a command of %d bytes: %v", len(a.Command), err)
+		}
+		defer f.Close()
+		spec.Stdin = f
+	}
 	var out proc.Outcome
 	if conf != nil && conf.Run != nil {
 		out, err = conf.Run(runCtx, spec) // the session's sandbox server
 	} else {
 		out, err = proc.Run(runCtx, spec)
 	}
-	if err != nil {
+	// A command killed for its timeout reports the timeout, whatever
+	// became of the sandbox server that ran it (one the command stopped
+	// is killed with it).
+	if err != nil && !out.TimedOut {
 		if ctx.Err() != nil {
 			return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call cancelled")
 		}
