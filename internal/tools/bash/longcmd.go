@@ -19,10 +19,12 @@ import (
 // carries its output (background.go), so its wrapper, which runs before
 // the sandbox, opens a temp file instead.
 
-// maxInlineCommand is the longest command passed as an argument: well
-// below MAX_ARG_STRLEN, so that the sandbox's own wrapping of the
-// command line never reaches it either.
-const maxInlineCommand = 96 << 10
+// MaxInlineCommand is the longest command a tool passes to a shell as its
+// -c argument: well below MAX_ARG_STRLEN (128 KiB per argument), so that
+// the sandbox's own wrapping of the command line never reaches it
+// either. Longer ones travel another way (the bash tool uses standard
+// input; a terminal, whose input is its PTY, refuses them).
+const MaxInlineCommand = 96 << 10
 
 // stdinLoader is the -c argument that runs a command read from stdin.
 const stdinLoader = `eval "$(cat)" </dev/null`
@@ -31,7 +33,7 @@ const stdinLoader = `eval "$(cat)" </dev/null`
 // the command is too long for an argument: the shell must then read it
 // from its standard input (commandFile).
 func shellArgv(shell, command string) (argv []string, long bool) {
-	if len(command) <= maxInlineCommand {
+	if len(command) <= MaxInlineCommand {
 		return []string{shell, "-c", command}, false
 	}
 	return []string{shell, "-c", stdinLoader}, true

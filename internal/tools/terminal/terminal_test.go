@@ -194,6 +194,7 @@ func TestErrors(t *testing.T) {
 		{OpenName, map[string]any{"type": "fish"}},
 		{OpenName, map[string]any{"type": "command"}},
 		{OpenName, map[string]any{"type": "python", "command": "x"}},
+		{OpenName, map[string]any{"type": "command", "command": "echo " + strings.Repeat("x", 200<<10)}},
 		{OpenName, map[string]any{"type": "shell", "cwd": "/nonexistent/dir"}},
 		{SendName, map[string]any{"session_id": id}},
 		{SendName, map[string]any{"session_id": "", "text": "x"}},

@@ -73,6 +73,10 @@ func open(ctx context.Context, o Options, c *tool.Call) (tool.Result, error) {
 	switch {
 	case typ == TypeCommand && strings.TrimSpace(command) == "":
 		return tool.Result{}, invalid(OpenName, "type command needs a non-empty command")
+	case typ == TypeCommand && len(command) > bash.MaxInlineCommand:
+		// The command would travel as one argument, which Linux limits to
+		// 128 KiB, and the terminal's standard input is its PTY.
+		return tool.Result{}, invalid(OpenName, "a terminal command is at most %d KiB (this one is %d KiB): write it to a script file and run that", bash.MaxInlineCommand>>10, (len(command)+1023)>>10)
 	case typ == TypeCommand:
 		argv = []string{"bash", "-c", command}
 	case command != "":
