@@ -130,6 +130,12 @@ func (p *Policy) CheckURL(ctx context.Context, u *url.URL) (*Destination, error)
 // lookup resolves host once, returning its distinct addresses with
 // IPv4-mapped answers unmapped (they are dialled, and judged, as IPv4).
 func (p *Policy) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	// The resolver may answer a cancelled context from a lookup already
+	// in flight or done (TestRealDNSCancelled saw an answer under load):
+	// a cancelled request stops here, whatever the resolver does.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	answers, err := p.resolver().LookupIPAddr(ctx, host)
 	if err != nil {
 		if ctx.Err() != nil {
