@@ -76,6 +76,11 @@ func startAutomation(ctx context.Context, a *app.App, h *host.Host, ghAddr strin
 		cfg := github.Config{Secret: []byte(secret), Token: token, APIURL: gc.APIURL, Trigger: gc.Trigger, Model: gc.Model,
 			WorktreeDir: filepath.Join(a.Home, "github", "worktrees"),
 			Trusted:     gc.TrustedAssociations, ReviewLabel: gc.ReviewLabel, AllowWeb: gc.AllowWeb, Secrets: secrets}
+		// The handler sets the body's own deadline; a shorter serve
+		// read_timeout must still hold on this port.
+		if rt := serveLimits(a, stdio).ReadTimeout; rt > 0 && rt < github.DefaultBodyTimeout {
+			cfg.BodyTimeout = rt
+		}
 		for _, r := range gc.Repositories {
 			rule := github.Rule{Repo: r.Repo, Path: r.Path, Permission: r.Permission}
 			if err := rule.Validate(); err != nil {
