@@ -254,7 +254,7 @@ func FuzzDispatch(f *testing.F, holder, initialize string, seeds []string, serve
 	}
 	h := fuzzHost(f, holder)
 	f.Fuzz(func(t *testing.T, input []byte) {
-		out := &lockedBuffer{}
+		out := &Buffer{}
 		done := make(chan error, 1)
 		go func() { done <- serve(context.Background(), h, bytes.NewReader(input), out) }()
 		select {
@@ -269,20 +269,30 @@ func FuzzDispatch(f *testing.F, holder, initialize string, seeds []string, serve
 	})
 }
 
-// lockedBuffer collects what Serve writes.
-type lockedBuffer struct {
+// Buffer collects what a server writes from its goroutines; its zero
+// value is empty and ready to use.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) Bytes() []byte {
+// Bytes returns a copy of what was written.
+func (b *Buffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
+}
+
+// String returns what was written.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
