@@ -165,6 +165,19 @@ func TestScheduleServeEndToEnd(t *testing.T) {
 	}
 }
 
+// writeGitHubConfig writes e's config.yaml: the GitHub automation, its
+// webhook secret in $DSH_TEST_WEBHOOK_HMAC and its token in
+// $DSH_TEST_GH_PAT, with GitHub's API at apiURL and the example
+// payloads' repository, Codertocat/Hello-World, cloned at clone.
+func writeGitHubConfig(t *testing.T, e *env, apiURL, clone string) {
+	t.Helper()
+	cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_HMAC\n  token_env: DSH_TEST_GH_PAT\n  api_url: " + apiURL +
+		"\n  repositories:\n    - repo: Codertocat/Hello-World\n      path: " + clone + "\n"
+	if err := os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func pick(t *testing.T, examples []json.RawMessage, action string) []byte {
 	t.Helper()
 	for _, x := range examples {
@@ -251,9 +264,7 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 		posted <- struct{}{}
 	}))
 	defer gh.Close()
-	cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_HMAC\n  token_env: DSH_TEST_GH_PAT\n  api_url: " + gh.URL +
-		"\n  repositories:\n    - repo: Codertocat/Hello-World\n      path: " + clone + "\n"
-	must(os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600))
+	writeGitHubConfig(t, e, gh.URL, clone)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()

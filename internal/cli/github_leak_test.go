@@ -91,9 +91,7 @@ func TestGitHubReviewCannotLeak(t *testing.T) {
 		}
 	}))
 	defer gh.Close()
-	cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_HMAC\n  token_env: DSH_TEST_GH_PAT\n  api_url: " + gh.URL +
-		"\n  repositories:\n    - repo: Codertocat/Hello-World\n      path: " + clone + "\n"
-	must(os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600))
+	writeGitHubConfig(t, e, gh.URL, clone)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
