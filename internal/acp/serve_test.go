@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-dev/dsh/internal/app"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/jsonrpc"
+	"github.com/dsh-dev/dsh/internal/jsonrpc/jsonrpctest"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 	"github.com/dsh-dev/dsh/internal/mcp/mcptest"
 	"github.com/dsh-dev/dsh/internal/sandbox"
@@ -78,7 +79,7 @@ func newHarnessWith(t *testing.T, o acp.Options, configYAML string) *harness {
 	x := &harness{t: t, srv: srv, h: h, cwd: t.TempDir(), toDsh: inW, served: make(chan error, 1), changed: make(chan struct{})}
 	// Both directions are recorded: every frame dsh wrote is validated
 	// against the ACP schema at the end (responses matched to requests).
-	var fromDsh, toDsh lockedBuffer
+	var fromDsh, toDsh jsonrpctest.Buffer
 	go func() {
 		x.served <- acp.Serve(context.Background(), h, inR, io.MultiWriter(outW, &fromDsh), o)
 		outW.Close()
@@ -497,24 +498,6 @@ func TestAllowAlwaysGrantsTheCommand(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a diagnostics sink written from the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestListPaging: session/list filters by cwd and pages.
 func TestListPaging(t *testing.T) {
 	x := newHarness(t, acp.Options{})
@@ -590,7 +573,7 @@ func TestImagesWhenTheModelTakesThem(t *testing.T) {
 // servers are refused (mcpCapabilities.sse is false).
 func TestMCPServersFromSessionNew(t *testing.T) {
 	bin := mcptest.Everything(t)
-	var diag lockedBuffer
+	var diag jsonrpctest.Buffer
 	x := newHarness(t, acp.Options{Log: &diag})
 	var asked []string
 	var mu sync.Mutex

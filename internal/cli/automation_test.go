@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/github"
+	"github.com/dsh-dev/dsh/internal/github/githubtest"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 )
 
@@ -165,32 +165,17 @@ func TestScheduleServeEndToEnd(t *testing.T) {
 	}
 }
 
-// webhookFixture returns the examples of event from @octokit/webhooks-examples.
-func webhookFixtures(t *testing.T, event string) []json.RawMessage {
+// writeGitHubConfig writes e's config.yaml: the GitHub automation, its
+// webhook secret in $DSH_TEST_WEBHOOK_HMAC and its token in
+// $DSH_TEST_GH_PAT, with GitHub's API at apiURL and the example
+// payloads' repository, Codertocat/Hello-World, cloned at clone.
+func writeGitHubConfig(t *testing.T, e *env, apiURL, clone string) {
 	t.Helper()
-	prefix := os.Getenv("DSH_PEERS_PREFIX")
-	if prefix == "" {
-		home, _ := os.UserHomeDir()
-		prefix = filepath.Join(home, ".cache", "dsh-peers")
-	}
-	b, err := os.ReadFile(filepath.Join(prefix, "node_modules", "@octokit", "webhooks-examples", "api.github.com", "index.json"))
-	if err != nil {
-		t.Skipf("@octokit/webhooks-examples is not installed (see .ci/run): %v", err)
-	}
-	var all []struct {
-		Name     string            `json:"name"`
-		Examples []json.RawMessage `json:"examples"`
-	}
-	if err := json.Unmarshal(b, &all); err != nil {
+	cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_HMAC\n  token_env: DSH_TEST_GH_PAT\n  api_url: " + apiURL +
+		"\n  repositories:\n    - repo: Codertocat/Hello-World\n      path: " + clone + "\n"
+	if err := os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range all {
-		if e.Name == event {
-			return e.Examples
-		}
-	}
-	t.Fatalf("no %s examples", event)
-	return nil
 }
 
 func pick(t *testing.T, examples []json.RawMessage, action string) []byte {
@@ -220,18 +205,6 @@ func edit(t *testing.T, raw []byte, f func(map[string]any)) []byte {
 	return b
 }
 
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	c := exec.Command("git", args...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	out, err := c.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // TestGitHubWebhookEndToEnd posts GitHub's own example payloads, signed
 // with the secret, to dsh serve --github-webhook.
 //
@@ -241,9 +214,9 @@ func gitRun(t *testing.T, dir string, args ...string) string {
 // the local head commit's id before signing: everything else in the
 // payload is GitHub's.
 func TestGitHubWebhookEndToEnd(t *testing.T) {
-	prs := webhookFixtures(t, "pull_request")
-	comments := webhookFixtures(t, "issue_comment")
-	pings := webhookFixtures(t, "ping")
+	prs := githubtest.Examples(t, "pull_request")
+	comments := githubtest.Examples(t, "issue_comment")
+	pings := githubtest.Examples(t, "ping")
 	e := newEnv(t)
 	// The review looks at its environment first: neither the token nor
 	// the secret may be there (their variables' names carry no secret
@@ -255,22 +228,12 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 		return llmtest.Response{Text: "REVIEW: looks fine"}
 	})
 
-	clone := t.TempDir()
-	gitRun(t, clone, "init", "-q", "-b", "main")
+	clone, base, head := githubtest.NewClone(t)
 	must := func(err error) {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(os.WriteFile(filepath.Join(clone, "README.md"), []byte("hello\n"), 0o644))
-	gitRun(t, clone, "add", ".")
-	gitRun(t, clone, "commit", "-q", "-m", "base")
-	base := gitRun(t, clone, "rev-parse", "HEAD")
-	gitRun(t, clone, "checkout", "-q", "-b", "feature")
-	must(os.WriteFile(filepath.Join(clone, "README.md"), []byte("hello world\n"), 0o644))
-	gitRun(t, clone, "commit", "-q", "-am", "change")
-	head := gitRun(t, clone, "rev-parse", "HEAD")
-	gitRun(t, clone, "checkout", "-q", "main")
 
 	var mu sync.Mutex
 	var posts []map[string]any
@@ -301,9 +264,7 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 		posted <- struct{}{}
 	}))
 	defer gh.Close()
-	cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_HMAC\n  token_env: DSH_TEST_GH_PAT\n  api_url: " + gh.URL +
-		"\n  repositories:\n    - repo: Codertocat/Hello-World\n      path: " + clone + "\n"
-	must(os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600))
+	writeGitHubConfig(t, e, gh.URL, clone)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
@@ -423,10 +384,10 @@ func TestGitHubWebhookEndToEnd(t *testing.T) {
 	if len(reqs) == 0 || !strings.Contains(string(reqs[0].Body), "untrusted-pull-request-metadata") || !strings.Contains(string(reqs[0].Body), head) {
 		t.Error("the review prompt lacks the untrusted metadata block")
 	}
-	if got := gitRun(t, clone, "rev-parse", "--abbrev-ref", "HEAD"); got != "main" {
+	if got := githubtest.Git(t, clone, "rev-parse", "--abbrev-ref", "HEAD"); got != "main" {
 		t.Errorf("the user's checkout moved to %s", got)
 	}
-	wts := gitRun(t, clone, "worktree", "list", "--porcelain")
+	wts := githubtest.Git(t, clone, "worktree", "list", "--porcelain")
 	if !strings.Contains(wts, "HEAD "+head) {
 		t.Errorf("worktrees:\n%s", wts)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/github"
+	"github.com/dsh-dev/dsh/internal/github/githubtest"
 	"github.com/dsh-dev/dsh/internal/llm/llmtest"
 )
 
@@ -31,7 +32,7 @@ import (
 // environment, its tools) and the withheld outcome; no web tool was
 // offered; the commands saw no secret in their environment.
 func TestGitHubReviewCannotLeak(t *testing.T) {
-	prs := webhookFixtures(t, "pull_request")
+	prs := githubtest.Examples(t, "pull_request")
 	e := newEnv(t)
 	home := t.TempDir()
 	keyBody := "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
@@ -66,17 +67,7 @@ func TestGitHubReviewCannotLeak(t *testing.T) {
 		return llmtest.Response{Text: got.String()}
 	})
 
-	clone := t.TempDir()
-	gitRun(t, clone, "init", "-q", "-b", "main")
-	must(os.WriteFile(filepath.Join(clone, "README.md"), []byte("hello\n"), 0o644))
-	gitRun(t, clone, "add", ".")
-	gitRun(t, clone, "commit", "-q", "-m", "base")
-	base := gitRun(t, clone, "rev-parse", "HEAD")
-	gitRun(t, clone, "checkout", "-q", "-b", "feature")
-	must(os.WriteFile(filepath.Join(clone, "README.md"), []byte("hello world\n"), 0o644))
-	gitRun(t, clone, "commit", "-q", "-am", "change")
-	head := gitRun(t, clone, "rev-parse", "HEAD")
-	gitRun(t, clone, "checkout", "-q", "main")
+	clone, base, head := githubtest.NewClone(t)
 
 	var mu sync.Mutex
 	var posts []string
@@ -100,9 +91,7 @@ func TestGitHubReviewCannotLeak(t *testing.T) {
 		}
 	}))
 	defer gh.Close()
-	cfg := "github:\n  webhook_secret_env: DSH_TEST_WEBHOOK_HMAC\n  token_env: DSH_TEST_GH_PAT\n  api_url: " + gh.URL +
-		"\n  repositories:\n    - repo: Codertocat/Hello-World\n      path: " + clone + "\n"
-	must(os.WriteFile(filepath.Join(e.home, "config.yaml"), []byte(cfg), 0o600))
+	writeGitHubConfig(t, e, gh.URL, clone)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,27 +12,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dsh-dev/dsh/internal/server/servertest"
 )
 
 // farBeyond is how long these tests wait for a connection dsh serve
 // should cut after a timeout of a second or two.
 const farBeyond = 20 * time.Second
-
-// awaitClosed reads c until dsh serve closes it and returns how long
-// that took since start; a connection still open after farBeyond fails
-// the test.
-func awaitClosed(t *testing.T, c net.Conn, start time.Time) time.Duration {
-	t.Helper()
-	if err := c.SetReadDeadline(time.Now().Add(farBeyond)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := io.Copy(io.Discard, c)
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("the connection was still open after %v", time.Since(start))
-	}
-	return time.Since(start)
-}
 
 // TestServeCutsSlowClients runs the real dsh serve with both listeners
 // and config.yaml's serve limits set low: a slow body is cut on the
@@ -105,13 +90,13 @@ func TestServeCutsSlowClients(t *testing.T) {
 
 	t.Run("webhook slow body", func(t *testing.T) {
 		c, start := slowBody(hookAddr, "/github", false)
-		if d := awaitClosed(t, c, start); d < timeout {
+		if d := servertest.ClosedWithin(t, c, start, farBeyond); d < timeout {
 			t.Fatalf("closed after %v, before the read timeout", d)
 		}
 	})
 	t.Run("api slow body", func(t *testing.T) {
 		c, start := slowBody(apiAddr, "/api/sessions", false)
-		if d := awaitClosed(t, c, start); d < timeout {
+		if d := servertest.ClosedWithin(t, c, start, farBeyond); d < timeout {
 			t.Fatalf("closed after %v, before the read timeout", d)
 		}
 	})
@@ -124,15 +109,15 @@ func TestServeCutsSlowClients(t *testing.T) {
 		if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
 			t.Fatalf("health: %q %v", line, err)
 		}
-		awaitClosed(t, c, time.Now())
+		servertest.ClosedWithin(t, c, time.Now(), farBeyond)
 	})
 	t.Run("webhook cap", func(t *testing.T) {
 		busy, _ := slowBody(hookAddr, "/github", true)
 		over := dial(hookAddr)
 		start := time.Now()
-		awaitClosed(t, over, start)
+		servertest.ClosedWithin(t, over, start, farBeyond)
 		waitLines(t, stderr, regexp.MustCompile(`dsh serve: refused 1 connection\(s\) on 127\.0\.0\.1:[0-9]+: the cap of 1 connections is reached`), 1)
-		awaitClosed(t, busy, start)
+		servertest.ClosedWithin(t, busy, start, farBeyond)
 	})
 	stop()
 }

@@ -2,45 +2,16 @@ package github
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
-)
 
-// fixtures returns the examples of event from @octokit/webhooks-examples
-// (GitHub's own payloads), skipping the test when they are not installed.
-func fixtures(t *testing.T, event string) []json.RawMessage {
-	t.Helper()
-	prefix := os.Getenv("DSH_PEERS_PREFIX")
-	if prefix == "" {
-		home, _ := os.UserHomeDir()
-		prefix = filepath.Join(home, ".cache", "dsh-peers")
-	}
-	b, err := os.ReadFile(filepath.Join(prefix, "node_modules", "@octokit", "webhooks-examples", "api.github.com", "index.json"))
-	if err != nil {
-		t.Skipf("@octokit/webhooks-examples is not installed (see .ci/run): %v", err)
-	}
-	var all []struct {
-		Name     string            `json:"name"`
-		Examples []json.RawMessage `json:"examples"`
-	}
-	if err := json.Unmarshal(b, &all); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range all {
-		if e.Name == event {
-			return e.Examples
-		}
-	}
-	t.Fatalf("no %s examples", event)
-	return nil
-}
+	"github.com/dsh-dev/dsh/internal/github/githubtest"
+)
 
 // example returns the first example of event with action, changed by f
 // (on the decoded document) when f is not nil.
 func example(t *testing.T, event, action string, f func(m map[string]any)) []byte {
 	t.Helper()
-	for _, x := range fixtures(t, event) {
+	for _, x := range githubtest.Examples(t, event) {
 		var m map[string]any
 		if err := json.Unmarshal(x, &m); err != nil {
 			t.Fatal(err)

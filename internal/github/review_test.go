@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dsh-dev/dsh/internal/agent"
+	"github.com/dsh-dev/dsh/internal/github/githubtest"
 	"github.com/dsh-dev/dsh/internal/host"
 	"github.com/dsh-dev/dsh/internal/llm"
 	"github.com/dsh-dev/dsh/internal/session"
@@ -101,39 +100,6 @@ func (g *fakeGitHub) posted() []map[string]any {
 	return slices.Clone(g.posts)
 }
 
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	c := exec.Command("git", args...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	out, err := c.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// newClone makes a repository with a base and a head commit; it returns
-// its path and the head commit.
-func newClone(t *testing.T) (string, string) {
-	t.Helper()
-	clone := t.TempDir()
-	gitIn(t, clone, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(clone, "README.md"), []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitIn(t, clone, "add", ".")
-	gitIn(t, clone, "commit", "-q", "-m", "base")
-	gitIn(t, clone, "checkout", "-q", "-b", "feature")
-	if err := os.WriteFile(filepath.Join(clone, "README.md"), []byte("hello world\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitIn(t, clone, "commit", "-q", "-am", "change")
-	head := gitIn(t, clone, "rev-parse", "HEAD")
-	gitIn(t, clone, "checkout", "-q", "main")
-	return clone, head
-}
-
 // Simultaneous deliveries for one pull request and head commit (six
 // trusted "@dsh review" comments, different delivery and comment ids)
 // against a real repository: one review session, one worktree; the
@@ -141,7 +107,7 @@ func newClone(t *testing.T) (string, string) {
 // "git worktree add … already exists". Once the review is done, a new
 // ask reviews again in the same worktree.
 func TestConcurrentDeliveriesOneReview(t *testing.T) {
-	clone, head := newClone(t)
+	clone, _, head := githubtest.NewClone(t)
 	gh := newFakeGitHub(t, head)
 	secret := []byte("s3cret")
 	// Every delivery ends up in one of two places before the gate
@@ -197,7 +163,7 @@ func TestConcurrentDeliveriesOneReview(t *testing.T) {
 	if outcomes["session"] != 1 || outcomes["ignored"] != n-1 {
 		t.Errorf("outcomes %v", outcomes)
 	}
-	if wts := gitIn(t, clone, "worktree", "list"); strings.Count(wts, "\n") != 1 || !strings.Contains(wts, head[:7]) {
+	if wts := githubtest.Git(t, clone, "worktree", "list"); strings.Count(wts, "\n") != 1 || !strings.Contains(wts, head[:7]) {
 		t.Errorf("worktrees:\n%s", wts)
 	}
 	body := example(t, "issue_comment", "created", func(m map[string]any) {
@@ -295,7 +261,7 @@ func TestReplayedDeliveryIgnored(t *testing.T) {
 // is posted instead and the error says so; a clean one is posted as is.
 // A rule with full-access starts nothing.
 func TestReviewRestrictedAndScreened(t *testing.T) {
-	clone, head := newClone(t)
+	clone, _, head := githubtest.NewClone(t)
 	gh := newFakeGitHub(t, head)
 	serveToken := "serve-token-0123456789abcdef"
 	job := Job{Delivery: "d1", Repo: "Codertocat/Hello-World", Rule: Rule{Repo: "Codertocat/Hello-World", Path: clone}}

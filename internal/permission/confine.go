@@ -252,9 +252,9 @@ func WriteFence(check WriteChecker, policy func(c *tool.Call) sandbox.Policy) to
 		if !ok {
 			return ""
 		}
-		var args map[string]json.RawMessage
-		if json.Unmarshal(c.Arguments, &args) != nil {
-			return "" // the tool reports malformed arguments itself
+		args, target, ok := fileArg(c, field)
+		if !ok {
+			return ""
 		}
 		if c.Name == "str_replace_based_edit_tool" {
 			var cmd string
@@ -262,16 +262,10 @@ func WriteFence(check WriteChecker, policy func(c *tool.Call) sandbox.Policy) to
 				return ""
 			}
 		}
-		var target string
-		if json.Unmarshal(args[field], &target) != nil || strings.TrimSpace(target) == "" {
+		if strings.TrimSpace(target) == "" {
 			return ""
 		}
-		p := policy(c)
-		if p.Mode == sandbox.DangerFullAccess {
-			return ""
-		}
-		path := resolvePath(c.Cwd, target)
-		err := check(p, path)
+		path, p, err := fenceCheck(c, target, check, policy)
 		if err == nil {
 			return ""
 		}
@@ -282,6 +276,35 @@ func WriteFence(check WriteChecker, policy func(c *tool.Call) sandbox.Policy) to
 			"if the sandbox refuses that command, you may retry it once with sandbox_permissions and a justification.",
 			path, p.Mode, detail)
 	}
+}
+
+// fileArg returns the arguments of the file tool call c and its argument
+// field, the path the tool reads or writes ("" where it is absent or
+// null). ok is false where the arguments are not a JSON object or field
+// is not a string: the tool reports malformed arguments itself, and the
+// fences let the call through to it.
+func fileArg(c *tool.Call, field string) (args map[string]json.RawMessage, target string, ok bool) {
+	if json.Unmarshal(c.Arguments, &args) != nil {
+		return nil, "", false
+	}
+	if raw, ok := args[field]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &target) != nil {
+			return nil, "", false
+		}
+	}
+	return args, target, true
+}
+
+// fenceCheck resolves target against c's cwd (resolvePath) and checks it
+// with check under policy(c), returning the path, the policy and the
+// refusal; a danger-full-access policy refuses nothing and is not asked.
+func fenceCheck(c *tool.Call, target string, check func(sandbox.Policy, string) error, policy func(c *tool.Call) sandbox.Policy) (string, sandbox.Policy, error) {
+	p := policy(c)
+	if p.Mode == sandbox.DangerFullAccess {
+		return "", p, nil
+	}
+	path := resolvePath(c.Cwd, target)
+	return path, p, check(p, path)
 }
 
 // resolvePath makes target absolute the way the file tools do: "~"

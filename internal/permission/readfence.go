@@ -1,7 +1,6 @@
 package permission
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -44,15 +43,9 @@ func ReadFence(check ReadChecker, policy func(c *tool.Call) sandbox.Policy) tool
 		if !ok {
 			return ""
 		}
-		var args map[string]json.RawMessage
-		if json.Unmarshal(c.Arguments, &args) != nil {
-			return "" // the tool reports malformed arguments itself
-		}
-		var target string
-		if raw, ok := args[spec.field]; ok && string(raw) != "null" {
-			if json.Unmarshal(raw, &target) != nil {
-				return ""
-			}
+		_, target, ok := fileArg(c, spec.field)
+		if !ok {
+			return ""
 		}
 		if strings.TrimSpace(target) == "" {
 			if !spec.defaultCwd {
@@ -60,12 +53,7 @@ func ReadFence(check ReadChecker, policy func(c *tool.Call) sandbox.Policy) tool
 			}
 			target = "."
 		}
-		p := policy(c)
-		if p.Mode == sandbox.DangerFullAccess {
-			return ""
-		}
-		path := resolvePath(c.Cwd, target)
-		err := check(p, path)
+		path, p, err := fenceCheck(c, target, check, policy)
 		if err == nil {
 			return ""
 		}

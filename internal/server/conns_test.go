@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dsh-dev/dsh/internal/server"
+	"github.com/dsh-dev/dsh/internal/server/servertest"
 )
 
 // farBeyond is how long a test waits for a connection the server should
@@ -109,23 +110,6 @@ func (le *limitedEnv) request(c net.Conn, method, path string, auth bool, extra 
 	}
 }
 
-// closedWithin reads c until the server closes it and returns how long
-// that took after start; it fails the test when c is still open after
-// farBeyond.
-func closedWithin(t *testing.T, c net.Conn, start time.Time) time.Duration {
-	t.Helper()
-	if err := c.SetReadDeadline(time.Now().Add(farBeyond)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := io.Copy(io.Discard, c)
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("the connection was still open after %v", time.Since(start))
-	}
-	// io.Copy's nil is EOF; a reset is a close too.
-	return time.Since(start)
-}
-
 // readResponse reads one response on br and returns its status.
 func readResponse(t *testing.T, br *bufio.Reader) int {
 	t.Helper()
@@ -153,7 +137,7 @@ func TestSlowBodyCut(t *testing.T) {
 			if _, err := io.WriteString(c, `{"cwd":`); err != nil {
 				t.Fatal(err)
 			}
-			if d := closedWithin(t, c, start); d < readTimeout {
+			if d := servertest.ClosedWithin(t, c, start, farBeyond); d < readTimeout {
 				t.Fatalf("closed after %v, before the read timeout", d)
 			}
 		})
@@ -172,7 +156,7 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 	if st := readResponse(t, br); st != 200 {
 		t.Fatalf("health: %d", st)
 	}
-	closedWithin(t, c, time.Now())
+	servertest.ClosedWithin(t, c, time.Now(), farBeyond)
 }
 
 // TestConnCapEvictsIdle: at the cap, tokenless connections waiting for a
@@ -245,7 +229,7 @@ func TestConnCapEvictsSlowHeaders(t *testing.T) {
 		t.Fatalf("authenticated request over the cap: %d", st)
 	}
 	le.await(http.StateClosed, 1)
-	closedWithin(t, slow[0], time.Now())
+	servertest.ClosedWithin(t, slow[0], time.Now(), farBeyond)
 }
 
 // TestConnCapRefusesWhenBusy: when every connection under the cap is
@@ -271,7 +255,7 @@ func TestConnCapRefusesWhenBusy(t *testing.T) {
 		streams = append(streams, stream{c, bufio.NewReader(resp.Body)})
 	}
 	over := le.dial()
-	closedWithin(t, over, time.Now())
+	servertest.ClosedWithin(t, over, time.Now(), farBeyond)
 	select {
 	case line := <-le.logs:
 		if !strings.Contains(line, "refused 1 connection") {
