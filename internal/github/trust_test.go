@@ -75,7 +75,11 @@ func TestOnlyTrustedTrigger(t *testing.T) {
 		{"owner's fork", "pull_request", "opened", fromFork, nil, false, "pull request from a fork"},
 		{"fork by NONE", "pull_request", "opened", func(m map[string]any) { fromFork(m); none(m) }, nil, false, "not trusted"},
 		{"deleted fork", "pull_request", "opened", func(m map[string]any) { obj(m, "pull_request", "head")["repo"] = nil }, nil, false, "pull request from a fork"},
-		{"same name, fork flag", "pull_request", "opened", func(m map[string]any) { obj(m, "pull_request", "head", "repo")["fork"] = true }, nil, false, "pull request from a fork"},
+		// A branch of the base repository, which is itself a fork of another.
+		{"branch of a forked base", "pull_request", "opened", func(m map[string]any) {
+			obj(m, "pull_request", "head", "repo")["fork"] = true
+			obj(m, "pull_request", "base", "repo")["fork"] = true
+		}, nil, true, ""},
 		{"label bug", "pull_request", "labeled", nil, nil, false, "label is not dsh-review"},
 		{"review label on a fork by NONE", "pull_request", "labeled", func(m map[string]any) {
 			fromFork(m)

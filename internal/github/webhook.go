@@ -371,10 +371,12 @@ type RepoRef struct {
 
 // FromFork reports whether the pull request's head is in another
 // repository than its base (a fork, or a head repository GitHub no
-// longer knows: a deleted fork).
+// longer knows: a deleted fork). The head repository's own fork flag
+// is not asked: a branch of a repository that is itself a fork of
+// another is a branch of the base, pushed by someone with write access.
 func (pr PullRequest) FromFork() bool {
 	h, b := pr.Head.Repo, pr.Base.Repo
-	return h == nil || b == nil || h.Fork || !strings.EqualFold(h.FullName, b.FullName)
+	return h == nil || b == nil || !strings.EqualFold(h.FullName, b.FullName)
 }
 
 type payload struct {
