@@ -159,7 +159,7 @@ func TestGitHubReviewCannotLeak(t *testing.T) {
 		}
 	}
 	for name := range offered {
-		if !slices.Contains(github.ReviewTools, name) {
+		if !slices.Contains(github.ReviewTools(), name) {
 			t.Errorf("the review was offered %s", name)
 		}
 	}

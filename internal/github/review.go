@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,12 +40,13 @@ type SessionHost interface {
 	Log(id string) (*session.Log, bool)
 }
 
-// ReviewTools are the only tools a review session is offered: it reads
-// and runs read-only commands. AllowWeb adds WebTools.
-var ReviewTools = []string{"bash", "read", "glob", "grep", "todo_write"}
+// ReviewTools returns the only tools a review session is offered: it
+// reads and runs read-only commands. AllowWeb adds WebTools. A function,
+// not a variable, so that no other package can widen the allow-list.
+func ReviewTools() []string { return []string{"bash", "read", "glob", "grep", "todo_write"} }
 
-// WebTools are the network tools a review gets with Config.AllowWeb.
-var WebTools = []string{"web_fetch", "web_search"}
+// WebTools returns the network tools a review gets with Config.AllowWeb.
+func WebTools() []string { return []string{"web_fetch", "web_search"} }
 
 // TypeReviewOutcome is the session event that says what became of a
 // review's final answer (ReviewOutcome): posted, withheld, or not posted
@@ -188,9 +188,9 @@ func (r *HostReviewer) restrictions(ctx context.Context, wt string) (permission.
 	if err != nil {
 		return permission.Restrictions{}, err
 	}
-	tools := slices.Clone(ReviewTools)
+	tools := ReviewTools()
 	if r.Config.AllowWeb {
-		tools = append(tools, WebTools...)
+		tools = append(tools, WebTools()...)
 	}
 	return permission.Restrictions{ConfineReads: true, ReadRoots: []string{strings.TrimSpace(common)}, StrictEnv: true,
 		Tools: tools, Source: OriginKind}, nil

@@ -297,9 +297,9 @@ func TestReviewRestrictedAndScreened(t *testing.T) {
 				t.Fatalf("%d sessions", len(reqs))
 			}
 			r := reqs[0].Restrictions
-			want := slices.Clone(ReviewTools)
+			want := ReviewTools()
 			if c.allowWeb {
-				want = append(want, WebTools...)
+				want = append(want, WebTools()...)
 			}
 			if !r.ConfineReads || !r.StrictEnv || r.Source != OriginKind || !slices.Equal(r.Tools, want) ||
 				!slices.Equal(r.ReadRoots, []string{filepath.Join(clone, ".git")}) || reqs[0].Approval != "never" || reqs[0].Permission != "read-only" {
